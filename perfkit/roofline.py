@@ -1,0 +1,160 @@
+"""The roofline: FLOPs, bytes, arithmetic intensity, and which of the two bounds an operation.
+
+A function is math-limited when its arithmetic intensity (FLOP per byte moved) exceeds the device's
+ops:byte ratio (peak FLOP/s ÷ memory bytes/s), and memory-limited otherwise; its time is about
+``max(flops / peak, bytes / bandwidth)`` (NVIDIA, *GPU Performance Background*, "Understanding
+Performance"). This is a first-order model: it ignores latency, caches and instruction overheads,
+and assumes every input is read once and every output written once.
+
+Units: FLOP, bytes, seconds, FLOP/s, bytes/s.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ._validate import positive_int
+from .devices import DeviceSpec
+from .dtypes import canonical_dtype, itemsize
+
+__all__ = [
+    "Operation",
+    "arithmetic_intensity",
+    "attainable_flops",
+    "gemm_bytes",
+    "gemm_flops",
+    "gemm_operation",
+    "nvidia_example_operations",
+    "roofline_time",
+]
+
+
+def _non_negative_number(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a non-negative number, got {value!r} ({type(value).__name__})")
+    v = float(value)
+    if not 0 <= v < float("inf"):
+        raise ValueError(f"{name} must be a non-negative finite number, got {value}")
+    return v
+
+
+def _bandwidth(spec: DeviceSpec) -> float:
+    if not spec.mem_bandwidth:
+        raise LookupError(f"memory bandwidth of {spec.name} is unknown, so it has no roofline")
+    return float(spec.mem_bandwidth)
+
+
+def gemm_flops(M: int, N: int, K: int) -> int:
+    """FLOPs of an M×N×K GEMM: ``2·M·N·K`` (each multiply-add counts as two)."""
+    M, N, K = positive_int("M", M), positive_int("N", N), positive_int("K", K)
+    return 2 * M * N * K
+
+
+def gemm_bytes(M: int, N: int, K: int, dtype: Any) -> int:
+    """Bytes a GEMM must move if A (M×K), B (K×N) and C (M×N) each cross memory once."""
+    M, N, K = positive_int("M", M), positive_int("N", N), positive_int("K", K)
+    return itemsize(dtype) * (M * K + K * N + M * N)
+
+
+def arithmetic_intensity(M: int, N: int, K: int, dtype: Any) -> float:
+    """FLOP per byte of an M×N×K GEMM; in float16 this is ``M·N·K / (M·K + K·N + M·N)``.
+
+    >>> round(arithmetic_intensity(8192, 128, 8192, "float16"), 1)
+    124.1
+    """
+    return gemm_flops(M, N, K) / gemm_bytes(M, N, K, dtype)
+
+
+@dataclass(frozen=True)
+class Operation:
+    """An operation reduced to what the roofline needs: FLOPs and bytes moved."""
+
+    name: str
+    flops: float
+    bytes: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise TypeError(f"name must be a string, got {self.name!r}")
+        _non_negative_number("flops", self.flops)
+        if _non_negative_number("bytes", self.bytes) == 0:
+            raise ValueError("bytes must be > 0: an operation that moves no data has no intensity")
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity in FLOP per byte."""
+        return self.flops / self.bytes
+
+
+def gemm_operation(M: int, N: int, K: int, dtype: Any, name: str | None = None) -> Operation:
+    """The :class:`Operation` of an M×N×K GEMM in ``dtype`` (named ``'GEMM M×N×K'`` by default)."""
+    return Operation(name or f"GEMM {M}×{N}×{K}", gemm_flops(M, N, K), gemm_bytes(M, N, K, dtype))
+
+
+def roofline_time(flops: float, bytes: float, spec: DeviceSpec, dtype: Any) -> tuple[float, str]:
+    """Roofline time in seconds and the bound, ``'math'`` or ``'memory'``.
+
+    Time is ``max(flops / peak_flops(dtype), bytes / mem_bandwidth)``: math and memory traffic are
+    assumed to overlap perfectly. A tie counts as ``'math'``.
+    """
+    flops = _non_negative_number("flops", flops)
+    nbytes = _non_negative_number("bytes", bytes)
+    math_s = flops / spec.peak_flops(dtype)
+    memory_s = nbytes / _bandwidth(spec)
+    return (math_s, "math") if math_s >= memory_s else (memory_s, "memory")
+
+
+def attainable_flops(intensity, spec: DeviceSpec, dtype: Any):
+    """The roof: FLOP/s attainable at ``intensity`` (FLOP/byte), ``min(peak, intensity·bandwidth)``.
+
+    ``intensity`` may be a number (returns a float) or an array of positive numbers (returns an array).
+    """
+    peak, bw = spec.peak_flops(dtype), _bandwidth(spec)
+    if np.ndim(intensity) == 0:
+        if isinstance(intensity, bool) or not isinstance(intensity, numbers.Real) or not intensity > 0:
+            raise ValueError(f"intensity must be a positive number of FLOP per byte, got {intensity!r}")
+        return min(peak, float(intensity) * bw)
+    x = np.asarray(intensity, dtype=float)
+    if not np.all(x > 0):
+        raise ValueError("intensity must hold only positive numbers of FLOP per byte")
+    return np.minimum(peak, x * bw)
+
+
+#: Elements in the activation tensor of the elementwise examples (64×1024×1024).
+EXAMPLE_ELEMENTS = 64 * 1024 * 1024
+
+#: FLOPs per element counted for layer normalization: mean (1 add), variance (subtract, square,
+#: add: 3), normalize (subtract, multiply by the reciprocal std: 2), scale and shift (2). The
+#: per-row reciprocal square root is negligible.
+LAYER_NORM_FLOPS_PER_ELEMENT = 8
+
+
+def nvidia_example_operations(dtype: Any = "float16") -> list[Operation]:
+    """The operations of Table 1 of NVIDIA's *GPU Performance Background* guide.
+
+    - Linear layer, 4096 outputs, 1024 inputs, batch 512 (GEMM M=4096, N=512, K=1024): 315 FLOP/B
+      in float16.
+    - The same at batch 1: ≈ 1 FLOP/B.
+    - ReLU: 1 op per element, each element read and written once: 0.25 FLOP/B in float16.
+    - Max pooling 3×3, stride 1 (same-size output): 9 ops per output, one read and one write per
+      element: 2.25 FLOP/B in float16.
+    - Layer normalization: :data:`LAYER_NORM_FLOPS_PER_ELEMENT` (8) FLOPs per element, x read once
+      and y written once: 2 FLOP/B in float16 (NVIDIA: "< 10").
+
+    The elementwise operations act on a tensor of :data:`EXAMPLE_ELEMENTS` (64×1024×1024)
+    elements; their intensities do not depend on that size. Wider dtypes scale the byte counts.
+    """
+    canonical_dtype(dtype)
+    s = itemsize(dtype)
+    e = EXAMPLE_ELEMENTS
+    return [
+        gemm_operation(4096, 512, 1024, dtype, "Linear 4096×1024, batch 512"),
+        gemm_operation(4096, 1, 1024, dtype, "Linear 4096×1024, batch 1"),
+        Operation("ReLU", 1 * e, 2 * e * s),
+        Operation("Max pool 3×3, stride 1", 9 * e, 2 * e * s),
+        Operation("Layer norm", LAYER_NORM_FLOPS_PER_ELEMENT * e, 2 * e * s),
+    ]

@@ -1,0 +1,126 @@
+import numpy as np
+import pytest
+
+from perfkit.devices import KNOWN_DEVICES, device_spec
+from perfkit.model import CANDIDATE_TILES, TILE_EFFICIENCY, GemmPrediction, explain_gemm, predict_gemm_time
+from perfkit.quantization import wave_quantization
+from perfkit.roofline import gemm_bytes, gemm_flops, roofline_time
+
+A100 = device_spec("A100-SXM4-80GB")
+TILE = (256, 128)
+
+
+def t(N, M=2304, K=4096, **kw):
+    return predict_gemm_time(M, N, K, "float16", A100, TILE, **kw)
+
+
+def test_wave_boundary_jump_and_plateau():
+    one, two = t(1536), t(1537)
+    assert 1.9 < two / one < 2.0  # one more column: a whole extra wave
+    plateau = [t(n) for n in range(1537, 3073)]
+    assert max(plateau) == pytest.approx(min(plateau), rel=1e-12)  # flat within 2 waves
+    assert t(3073) / t(3072) == pytest.approx(1.5, rel=0.02)
+
+
+def test_steps_exactly_where_wave_count_changes():
+    Ns = np.arange(1, 10001)
+    times = np.array([t(int(n)) for n in Ns])
+    waves = np.array([wave_quantization(2304, int(n), TILE, A100.sms).waves for n in Ns])
+    time_steps = Ns[1:][~np.isclose(times[1:], times[:-1], rtol=1e-9, atol=0)]
+    wave_steps = Ns[1:][waves[1:] != waves[:-1]]
+    assert len(wave_steps) >= 5
+    np.testing.assert_array_equal(time_steps, wave_steps)
+    np.testing.assert_array_equal(wave_steps[:3], [1537, 3073, 4609])
+
+
+def test_explain_fields_and_consistency():
+    p = explain_gemm(2304, 1537, 4096, "fp16", A100, TILE)
+    assert isinstance(p, GemmPrediction)
+    assert (p.M, p.N, p.K, p.dtype, p.device, p.tile) == (2304, 1537, 4096, "float16", A100.label, TILE)
+    assert (p.tiles, p.waves) == (117, 2)
+    assert p.utilization == pytest.approx(117 / 216)
+    assert p.tile_efficiency == pytest.approx(2304 * 1537 / (117 * 256 * 128))
+    assert p.bound == "math" and not p.aligned
+    assert p.floor_s == roofline_time(gemm_flops(2304, 1537, 4096), gemm_bytes(2304, 1537, 4096, "float16"),
+                                      A100, "float16")[0]
+    assert p.math_s == pytest.approx(2 * 2 * 256 * 128 * 4096 / (312e12 / 108))
+    assert p.memory_s == pytest.approx(gemm_bytes(2304, 1537, 4096, "float16") / 2039e9)
+    assert p.predicted_s == pytest.approx(max(p.math_s, p.memory_s) + 3e-6)
+    assert p.predicted_s == predict_gemm_time(2304, 1537, 4096, "float16", A100, TILE)
+    assert explain_gemm(2304, 1536, 4096, "float16", A100, TILE).aligned
+
+
+def test_overhead_blocks_per_sm_and_memory_bound():
+    assert t(1536, launch_overhead_s=0) == pytest.approx(t(1536) - 3e-6)
+    # Two blocks per SM share each SM: a wave holds 216 tiles and takes twice as long, so
+    # 117 tiles cost as much as 216.
+    assert t(1537, blocks_per_sm=2) == pytest.approx(t(3072))
+    assert t(3072, blocks_per_sm=2) == pytest.approx(t(3072))
+    p = explain_gemm(4096, 1, 1024, "float16", device_spec("H100-SXM"))  # batch-1 linear: memory-bound
+    assert p.bound == "memory" and p.predicted_s == pytest.approx(p.memory_s + 3e-6)
+
+
+def test_tile_efficiency_table_and_override():
+    assert CANDIDATE_TILES[:2] == ((256, 128), (128, 256)) and CANDIDATE_TILES[-1] == (64, 64)
+    assert TILE_EFFICIENCY[(256, 128)] == 1.0 > TILE_EFFICIENCY[(128, 128)] > TILE_EFFICIENCY[(64, 64)]
+    p = explain_gemm(4096, 4096, 4096, "float16", A100, (128, 128))
+    assert p.shape_efficiency == TILE_EFFICIENCY[(128, 128)]
+    assert explain_gemm(4096, 4096, 4096, "float16", A100, (32, 32)).shape_efficiency == 1.0
+    q = explain_gemm(4096, 4096, 4096, "float16", A100, (32, 32), tile_efficiency={(32, 32): 0.5})
+    assert q.shape_efficiency == 0.5
+    r = explain_gemm(4096, 4096, 4096, "float16", A100, tile_efficiency={(64, 64): 1.0})
+    assert r.tile == (64, 64)  # the table given is the candidate list
+    with pytest.raises(ValueError, match=r"tile_efficiency\[\(64, 64\)\] must be a number in \(0, 1\]"):
+        explain_gemm(64, 64, 64, "float16", A100, tile_efficiency={(64, 64): 1.5})
+
+
+def test_auto_tile_picks_nvidia_figure_5_shape():
+    # 6912×2048×4096 on A100: 432 tiles of 256×128 = 4 full waves, the most efficient tile.
+    p = explain_gemm(6912, 2048, 4096, "float16", A100)
+    assert p.tile == (256, 128) and p.waves == 4 and p.utilization == 1.0
+
+
+def _random_cases(n, seed=20261122):
+    rng = np.random.default_rng(seed)
+    devices = [d for d in KNOWN_DEVICES.values()]
+    for _ in range(n):
+        spec = devices[rng.integers(len(devices))]
+        dtypes = list(spec.peaks)
+        dtype = dtypes[rng.integers(len(dtypes))]
+        M, N, K = (int(x) for x in np.exp(rng.uniform(0, np.log(20000), 3)).round().clip(1))
+        yield M, N, K, dtype, spec
+
+
+def test_never_faster_than_the_roofline():
+    for M, N, K, dtype, spec in _random_cases(400):
+        floor = roofline_time(gemm_flops(M, N, K), gemm_bytes(M, N, K, dtype), spec, dtype)[0]
+        for tile in (None, (256, 128), (64, 64), (16, 8)):
+            for overhead in (0.0, 3e-6):
+                p = explain_gemm(M, N, K, dtype, spec, tile, launch_overhead_s=overhead)
+                assert p.floor_s == floor
+                assert p.predicted_s >= floor, (M, N, K, dtype, spec.name, tile)
+                assert p.math_s >= gemm_flops(M, N, K) / spec.peak_flops(dtype)
+                assert 0 < p.utilization <= 1 and 0 < p.tile_efficiency <= 1
+
+
+def test_auto_tile_never_slower_than_any_candidate():
+    for M, N, K, dtype, spec in _random_cases(200, seed=7):
+        auto = predict_gemm_time(M, N, K, dtype, spec)
+        assert auto == min(predict_gemm_time(M, N, K, dtype, spec, tile) for tile in CANDIDATE_TILES)
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    (dict(M=0), ValueError, "M must be a positive integer"),
+    (dict(K=1.5), TypeError, "K must be a positive integer"),
+    (dict(dtype="float7"), ValueError, "dtype 'float7' is not known"),
+    (dict(dtype="float8"), LookupError, "no peak for dtype 'float8'"),
+    (dict(tile=(256, 0)), ValueError, r"tile\[1\] must be a positive integer"),
+    (dict(tile=256), TypeError, "tile must be a pair"),
+    (dict(blocks_per_sm=0), ValueError, "blocks_per_sm must be a positive integer"),
+    (dict(launch_overhead_s=-1), ValueError, "launch_overhead_s must be a non-negative"),
+    (dict(spec="A100"), TypeError, "spec must be a DeviceSpec"),
+])
+def test_bad_arguments(kwargs, exc, match):
+    args = dict(M=64, N=64, K=64, dtype="float16", spec=A100) | kwargs
+    with pytest.raises(exc, match=match):
+        explain_gemm(**args)

@@ -1,0 +1,150 @@
+"""Command line: ``python -m perfkit {info,list,record}`` (also installed as ``perfkit``).
+
+- ``info``: this device's spec (every number and where it comes from) and the software versions;
+- ``list``: the registered experiments and the recordings found;
+- ``record [EXPERIMENT ...] --out DIR [--quick] [--archive FILE.tar.gz] [--no-progress] [--no-resume]``:
+  measure and write ``DIR/<device-slug>/<experiment>.csv`` + ``.json`` (see :mod:`perfkit.record`).
+
+Exit codes: 0 success, 1 an experiment failed, 2 bad usage (unknown experiment, CPU recording into
+the repository's ``data/``), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="perfkit", description="Measure and record deep-learning GPU performance.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{info,list,record}")
+    sub.add_parser("info", help="this device's spec and the software versions")
+    pl = sub.add_parser("list", help="registered experiments and recordings found")
+    pl.add_argument("--data", metavar="DIR", default=None,
+                    help="recordings folder (default: $PERFKIT_DATA, else the repository's data/)")
+    pr = sub.add_parser("record", help="run experiments and write their CSV + JSON recordings")
+    pr.add_argument("experiments", nargs="*", metavar="EXPERIMENT", help="experiment names (default: all)")
+    pr.add_argument("--out", metavar="DIR", default="data",
+                    help="output folder; files go to DIR/<device-slug>/ (default: data)")
+    pr.add_argument("--quick", action="store_true", help="small sweeps (tests, CPU runs)")
+    pr.add_argument("--archive", metavar="FILE.tar.gz", default=None,
+                    help="also pack DIR into this single .tar.gz (even after a failure or interrupt)")
+    pr.add_argument("--no-progress", action="store_true", help="no progress bars")
+    pr.add_argument("--no-resume", action="store_true",
+                    help="never continue an incomplete recording; measure everything again")
+    return p
+
+
+def _info() -> int:
+    from .devices import current_device
+    from .record import environment
+
+    spec = current_device()
+    print(spec.describe())
+    env = environment()
+    print()
+    rows = [
+        ("CUDA available", str(env["cuda_available"]), "torch.cuda.is_available()"),
+        ("NVIDIA driver", env["driver"] or "none", "pynvml / nvidia-smi"),
+        ("CUDA (torch)", env["cuda"] or "none", "torch.version.cuda"),
+        ("torch", env["torch"] or "not installed", "torch.__version__"),
+        ("triton", env["triton"] or "not installed", "triton.__version__"),
+        ("cupy", env["cupy"] or "not installed", "cupy.__version__"),
+        ("perfkit", env["perfkit"], "perfkit.__version__"),
+        ("perfkit commit", env["perfkit_commit"] or "unknown (not a git checkout, or no commit yet)", "git rev-parse HEAD"),
+    ]
+    w0 = max(len(r[0]) for r in rows)
+    w1 = max(len(r[1]) for r in rows)
+    for a, b, c in rows:
+        print(f"{a:<{w0}}  {b:<{w1}}  {c}")
+    return 0
+
+
+def _list(data: str | None) -> int:
+    from .data import data_root, recordings
+    from .record import _registry
+
+    registry = _registry()
+    print("experiments:")
+    if not registry:
+        print("  (none registered)")
+    w = max((len(n) for n in registry), default=0)
+    for name, exp in registry.items():
+        needs = ",".join(exp.needs) or "-"
+        first = exp.description.strip().splitlines()[0] if exp.description.strip() else ""
+        print(f"  {name:<{w}}  needs: {needs:<18} {first}")
+    table = recordings(data)
+    print(f"\nrecordings in {data_root(data)}:")
+    if not len(table):
+        print("  (none)")
+    else:
+        shown = table[["device_slug", "experiment", "recorded_at", "rows", "complete"]]
+        print("\n".join("  " + line for line in shown.to_string(index=False).splitlines()))
+    return 0
+
+
+def _raise_interrupt(signum, frame):  # SIGTERM → KeyboardInterrupt, so a recording saves its rows
+    raise KeyboardInterrupt
+
+
+def _record(args: argparse.Namespace) -> int:
+    from .record import RecordingFailed, _registry, archive, record
+
+    registry = _registry()
+    unknown = [n for n in args.experiments if n not in registry]
+    if unknown:
+        print(f"perfkit record: unknown experiment(s) {', '.join(map(repr, unknown))}; "
+              f"registered: {', '.join(registry) or 'none'}", file=sys.stderr)
+        return 2
+    code = 0
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+    except ValueError:  # not the main thread
+        previous = None
+    try:
+        record(args.experiments or None, args.out, quick=args.quick, progress=not args.no_progress,
+               resume=not args.no_resume)
+    except ValueError as e:
+        print(f"perfkit record: {e}", file=sys.stderr)
+        return 2
+    except ImportError as e:
+        print(f"perfkit record: {e}", file=sys.stderr)
+        return 1
+    except RecordingFailed as e:
+        print(f"perfkit record: {e}", file=sys.stderr)
+        code = 1
+    except KeyboardInterrupt:
+        print("perfkit record: interrupted; the rows measured so far are kept", file=sys.stderr)
+        code = 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    if args.archive:
+        if Path(args.out).is_dir():
+            path = archive(args.out, args.archive)
+            print(f"perfkit: archived {args.out} → {path}")
+        else:
+            print(f"perfkit record: nothing to archive, {args.out} does not exist", file=sys.stderr)
+            code = code or 1
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # argparse: --help (0) or bad usage (2)
+        return int(e.code or 0) if not isinstance(e.code, str) else 2
+    if args.command == "info":
+        return _info()
+    if args.command == "list":
+        return _list(args.data)
+    return _record(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# The one script a GPU machine runs: record the book's measurements, run the GPU tests, run every
+# chapter, and pack the results into a few files.
+#
+#   OUT=/path/to/out bash scripts/gpu_run.sh [--quick] [--only record|tests|chapters]
+#                                            [--budget SECONDS] [--keep]
+#
+#   OUT           output folder (default ./gpu_out)
+#   --quick       pass --quick to `perfkit record` (small sweeps)
+#   --only STEP   run just one step: record | tests | chapters
+#   --budget S    time budget of the record step in seconds (default 480 = 8 minutes); when it
+#                 runs out the recorder is interrupted (SIGINT) and keeps the rows measured so far
+#   --keep        keep the loose $OUT/data and $OUT/figures folders after packing them
+#
+# What comes back in $OUT (at most 8 files, no folders unless --keep):
+#   info.log             nvidia-smi and `python -m perfkit info`
+#   record.log           the recording's output (time per experiment)
+#   recording.tar.gz     data/<device-slug>/<experiment>.csv|.json: unpack, then copy the
+#                        <device-slug>/ folder into the repository's data/
+#   gpu_tests.log        `pytest -m gpu`
+#   chapters.log         scripts/run_chapters.py
+#   results.tar.gz       the logs, summary.txt and figures/*.png
+#   summary.txt          pass/fail and time per step
+#
+# Every step runs even if an earlier one failed; the exit status is non-zero if any failed.
+# torch is never installed or upgraded: perfkit is used from this checkout through PYTHONPATH.
+
+set -uo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="${OUT:-./gpu_out}"
+QUICK=""
+ONLY=""
+BUDGET=480
+KEEP=0
+
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --quick) QUICK="--quick"; shift ;;
+        --only) ONLY="${2:-}"; shift 2 || { echo "--only needs a step: record|tests|chapters" >&2; exit 2; } ;;
+        --budget) BUDGET="${2:-}"; shift 2 || { echo "--budget needs seconds" >&2; exit 2; } ;;
+        --keep) KEEP=1; shift ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "gpu_run.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+    esac
+done
+case "$ONLY" in
+    ""|record|tests|chapters) ;;
+    *) echo "gpu_run.sh: --only must be record, tests or chapters, got '$ONLY'" >&2; exit 2 ;;
+esac
+case "$BUDGET" in
+    ''|*[!0-9]*) echo "gpu_run.sh: --budget must be a whole number of seconds, got '$BUDGET'" >&2; exit 2 ;;
+esac
+
+mkdir -p "$OUT" || exit 2
+OUT="$(cd "$OUT" && pwd)"
+cd "$REPO" || exit 2
+PY="${PYTHON:-$(command -v python || command -v python3)}"
+export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
+
+SUMMARY="$OUT/summary.txt"
+: > "$SUMMARY"
+FAILED=0
+T_START=$SECONDS
+
+note() { echo "$*" | tee -a "$SUMMARY"; }
+wants() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
+
+# step NAME LOG COMMAND...: run, tee to LOG, record status and time
+step() {
+    local name="$1" log="$2"; shift 2
+    local t0=$SECONDS rc
+    echo; echo "=================== $name: $*"
+    "$@" 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    local dt=$((SECONDS - t0))
+    local status
+    if [ "$name" = tests ] && [ "$rc" -eq 5 ]; then
+        status="ok (no gpu tests collected)"
+    elif [ "$rc" -eq 0 ]; then
+        status="ok"
+    elif [ "$name" = record ] && [ "$rc" -eq 124 ]; then
+        status="FAILED: over the ${BUDGET} s budget"; FAILED=1
+    else
+        status="FAILED (exit $rc)"; FAILED=1
+    fi
+    note "$(printf '%-9s %-34s %5d s' "$name" "$status" "$dt")"
+}
+
+{
+    echo "=================== nvidia-smi"
+    nvidia-smi || echo "(nvidia-smi not available)"
+    echo; echo "=================== python -m perfkit info"
+    "$PY" -m perfkit info
+} 2>&1 | tee "$OUT/info.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || { note "$(printf '%-9s %-34s' info FAILED)"; FAILED=1; }
+
+if wants record; then
+    rm -rf "$OUT/data" "$OUT/recording.tar.gz"
+    # SIGINT at the budget: the recorder saves what it measured (complete=false) and archives it.
+    step record "$OUT/record.log" timeout -s INT -k 60 "$BUDGET" \
+        "$PY" -m perfkit record --out "$OUT/data" --archive "$OUT/recording.tar.gz" --no-progress $QUICK
+fi
+
+if wants tests; then
+    step tests "$OUT/gpu_tests.log" "$PY" -m pytest -m gpu -q tests -p no:cacheprovider
+fi
+
+if wants chapters; then
+    rm -rf "$OUT/figures"
+    step chapters "$OUT/chapters.log" "$PY" scripts/run_chapters.py --out "$OUT/figures"
+fi
+
+note "$(printf '%-9s %-34s %5d s' total "$([ "$FAILED" -eq 0 ] && echo ok || echo FAILED)" $((SECONDS - T_START)))"
+
+# Pack logs, summary and figures into one file; drop the loose folders (the tars hold them).
+PACK=()
+for f in info.log record.log gpu_tests.log chapters.log summary.txt figures; do
+    [ -e "$OUT/$f" ] && PACK+=("$f")
+done
+tar -czf "$OUT/results.tar.gz" -C "$OUT" "${PACK[@]}" || FAILED=1
+if [ "$KEEP" -eq 0 ]; then
+    [ -f "$OUT/recording.tar.gz" ] && rm -rf "$OUT/data"
+    rm -rf "$OUT/figures"
+fi
+
+echo; echo "=================== summary ($OUT)"
+cat "$SUMMARY"
+ls -l "$OUT"
+exit $FAILED

@@ -1,0 +1,291 @@
+"""perfkit.record: streaming rows to CSV, metadata, interruptions, reruns, the repo data/ guard."""
+
+import json
+import tarfile
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perfkit import data
+from perfkit.data import device_slug, load
+from perfkit.devices import current_device
+from perfkit.experiments import REGISTRY, register
+from perfkit.record import RecordingFailed, archive, environment, perfkit_commit, record
+
+META_KEYS = {"device_name", "device_kind", "sm_count", "driver", "cuda", "torch", "cupy", "triton", "perfkit",
+             "perfkit_commit", "recorded_at", "finished_at", "complete", "experiment", "description", "columns",
+             "params", "rows"}
+COLUMNS = {"n": "problem size (elements)", "time_s": "duration (s)"}
+
+
+@pytest.fixture
+def fakes():
+    """Register fake CPU experiments for one test, and remove them afterwards."""
+    names = []
+
+    def add(name, func, needs=()):
+        register(name, f"fake experiment {name}", COLUMNS, needs)(func)
+        names.append(name)
+        return name
+
+    yield add
+    for name in names:
+        REGISTRY.pop(name, None)
+
+
+def slug_dir(out):
+    spec = current_device()
+    return out / device_slug(spec.driver_name or spec.name)
+
+
+def meta_of(path):
+    return json.loads(path.with_suffix(".json").read_text())
+
+
+def sweep(n, on_row, fail_at=None, exc=RuntimeError, scale=1.0, check=None):
+    rows = []
+    for i in range(n):
+        if i == fail_at:
+            raise exc("boom at row %d" % i)
+        row = {"n": i, "time_s": scale * (i + 1) * 1e-3}
+        rows.append(row)
+        on_row(row)
+        if check is not None:
+            check(i)
+    return pd.DataFrame(rows)
+
+
+def test_record_writes_csv_and_json(tmp_path, fakes):
+    def fake(*, quick=False, progress=True, on_row=None):
+        return sweep(2 if quick else 4, on_row)
+
+    name = fakes("_fake_basic", fake)
+    paths = record([name], tmp_path, quick=True, progress=False)
+    assert paths == [slug_dir(tmp_path) / f"{name}.csv"]
+    df = pd.read_csv(paths[0])
+    assert df.to_dict("records") == [{"n": 0, "time_s": 1e-3}, {"n": 1, "time_s": 2e-3}]
+    meta = meta_of(paths[0])
+    assert META_KEYS <= set(meta)
+    assert "hostname" not in meta
+    spec = current_device()
+    assert meta["device_name"] == (spec.driver_name or spec.name)
+    assert meta["device_kind"] == spec.kind and meta["sm_count"] == spec.sms
+    assert meta["complete"] is True and meta["rows"] == 2 and meta["error"] is None
+    assert meta["params"] == {"quick": True}
+    assert meta["columns"] == COLUMNS and meta["experiment"] == name
+    assert meta["recorded_at"].endswith("+00:00") and meta["finished_at"] >= meta["recorded_at"]
+    if spec.kind == "cpu":
+        assert meta["driver"] is None
+    # load() reads it back with its metadata.
+    loaded = load(name, device=spec.driver_name or spec.name, root=tmp_path)
+    assert loaded.attrs["meta"] == meta and len(loaded) == 2
+
+
+def test_rows_reach_the_csv_while_the_experiment_runs(tmp_path, fakes):
+    seen = []
+
+    def check(i):  # called right after on_row(row i): the file already holds rows 0..i
+        path = slug_dir(tmp_path) / "_fake_stream.csv"
+        seen.append(len(pd.read_csv(path)))
+        assert meta_of(path)["complete"] is False
+
+    def fake(*, quick=False, progress=True, on_row=None):
+        return sweep(3, on_row, check=check)
+
+    fakes("_fake_stream", fake)
+    record("_fake_stream", tmp_path, progress=False)
+    assert seen == [1, 2, 3]
+
+
+@pytest.mark.parametrize("exc", [RuntimeError, KeyboardInterrupt])
+def test_interrupted_run_keeps_rows_and_is_incomplete(tmp_path, fakes, exc):
+    def fake(*, quick=False, progress=True, on_row=None):
+        return sweep(5, on_row, fail_at=3, exc=exc)
+
+    def fine(*, quick=False, progress=True, on_row=None):
+        return sweep(1, on_row)
+
+    name = fakes("_fake_fails", fake)
+    other = fakes("_fake_fine", fine)
+    if exc is KeyboardInterrupt:
+        with pytest.raises(KeyboardInterrupt):
+            record([name, other], tmp_path, progress=False)
+        assert not (slug_dir(tmp_path) / f"{other}.csv").exists()  # an interrupt stops the run
+    else:
+        with pytest.raises(RecordingFailed, match="boom at row 3") as info:
+            record([name, other], tmp_path, progress=False)
+        assert set(info.value.failed) == {name}
+        assert meta_of(slug_dir(tmp_path) / f"{other}.csv")["complete"] is True  # the others still ran
+    path = slug_dir(tmp_path) / f"{name}.csv"
+    assert pd.read_csv(path)["n"].tolist() == [0, 1, 2]
+    meta = meta_of(path)
+    assert meta["complete"] is False and meta["finished_at"] is None and meta["rows"] == 3
+    assert "boom" in meta["error"] or meta["error"] == "KeyboardInterrupt"
+    df = load(name, device=path.parent.name, root=tmp_path)
+    assert len(df) == 3 and "(incomplete)" in data.describe_source(df)
+
+
+def test_rerun_replaces_a_complete_recording_cleanly(tmp_path, fakes):
+    scale = {"value": 1.0}
+
+    def fake(*, quick=False, progress=True, on_row=None):
+        return sweep(3 if quick else 4, on_row, scale=scale["value"])
+
+    name = fakes("_fake_rerun", fake)
+    [path] = record(name, tmp_path, progress=False)
+    first = meta_of(path)
+    scale["value"] = 2.0
+    record(name, tmp_path, quick=True, progress=False)
+    df = pd.read_csv(path)
+    assert df["time_s"].tolist() == [2e-3, 4e-3, 6e-3]  # only the new run's rows
+    meta = meta_of(path)
+    assert meta["complete"] is True and meta["rows"] == 3 and meta["params"] == {"quick": True}
+    assert meta["recorded_at"] >= first["recorded_at"]
+    assert sorted(p.name for p in path.parent.iterdir()) == [f"{name}.csv", f"{name}.json"]
+
+
+def test_interrupted_rerun_keeps_the_old_recording(tmp_path, fakes):
+    fail = {"at": None}
+
+    def fake(*, quick=False, progress=True, on_row=None):
+        return sweep(4, on_row, fail_at=fail["at"], scale=1.0 if fail["at"] is None else 5.0)
+
+    name = fakes("_fake_keep", fake)
+    [path] = record(name, tmp_path, progress=False)
+    before = path.read_text()
+    fail["at"] = 2
+    with pytest.raises(RecordingFailed):
+        record(name, tmp_path, progress=False)
+    assert path.read_text() == before and meta_of(path)["complete"] is True
+    partial = path.parent / f".{name}.partial.csv"
+    assert pd.read_csv(partial)["time_s"].tolist() == [5e-3, 10e-3]  # the interrupted rows, kept aside
+    assert json.loads((path.parent / f".{name}.partial.json").read_text())["complete"] is False
+    # A later complete run replaces the recording (the hidden leftovers are never read).
+    fail["at"] = None
+    record(name, tmp_path, progress=False)
+    assert meta_of(path)["complete"] is True and len(pd.read_csv(path)) == 4
+    assert not partial.exists()
+
+
+def test_resume_passes_skip_to_experiments_that_accept_it(tmp_path, fakes):
+    calls = []
+    fail = {"at": 2}
+
+    def fake(*, quick=False, progress=True, on_row=None, skip=None):
+        done = set() if skip is None else set(skip["n"])
+        calls.append(sorted(done))
+        rows = []
+        for i in range(4):
+            if i in done:
+                continue
+            if i == fail["at"]:
+                raise RuntimeError("boom")
+            rows.append({"n": i, "time_s": (i + 1) * 1e-3})
+            on_row(rows[-1])
+        return pd.DataFrame(rows)
+
+    name = fakes("_fake_resume", fake)
+    with pytest.raises(RecordingFailed):
+        record(name, tmp_path, progress=False)
+    first = meta_of(slug_dir(tmp_path) / f"{name}.csv")
+    fail["at"] = None
+    [path] = record(name, tmp_path, progress=False)
+    assert calls == [[], [0, 1]]
+    assert pd.read_csv(path)["n"].tolist() == [0, 1, 2, 3]
+    meta = meta_of(path)
+    assert meta["complete"] is True and meta["rows"] == 4
+    assert meta["recorded_at"] == first["recorded_at"] and len(meta["resumed_at"]) == 1
+    # resume=False, or a different params, measures everything again.
+    fail["at"] = 1
+    with pytest.raises(RecordingFailed):
+        record(name, tmp_path, progress=False)  # the complete recording is kept, not resumed
+    assert calls[-1] == []
+    assert len(pd.read_csv(path)) == 4
+
+
+def test_no_resume_without_skip_parameter(tmp_path, fakes):
+    fail = {"at": 2}
+
+    def fake(*, quick=False, progress=True, on_row=None):
+        return sweep(4, on_row, fail_at=fail["at"])
+
+    name = fakes("_fake_noskip", fake)
+    with pytest.raises(RecordingFailed):
+        record(name, tmp_path, progress=False)
+    fail["at"] = None
+    [path] = record(name, tmp_path, progress=False)
+    assert pd.read_csv(path)["n"].tolist() == [0, 1, 2, 3]
+    assert "resumed_at" not in meta_of(path)
+
+
+def test_refuses_cpu_recording_into_repo_data(fakes):
+    if current_device().kind == "gpu":
+        pytest.skip("this machine has a GPU: recording into data/ is allowed")
+    name = fakes("_fake_guard", lambda **kw: sweep(1, kw["on_row"]))
+    repo_data = data.repo_data_dir()
+    existed = repo_data.exists() and sorted(repo_data.rglob("*"))
+    for out in (repo_data, repo_data / "sub", str(repo_data / ".." / "data")):
+        with pytest.raises(ValueError, match="real GPU"):
+            record(name, out, progress=False)
+    assert (repo_data.exists() and sorted(repo_data.rglob("*"))) == existed  # nothing written
+
+
+def test_skips_experiments_whose_needs_are_unmet(tmp_path, fakes, capsys):
+    if current_device().kind == "gpu":
+        pytest.skip("this machine has a GPU")
+    name = fakes("_fake_needs_cuda", lambda **kw: sweep(1, kw["on_row"]), needs=("cuda",))
+    assert record(name, tmp_path, progress=False) == []
+    assert "skipped, this machine lacks a CUDA GPU" in capsys.readouterr().out
+    assert not slug_dir(tmp_path).exists()
+
+
+def test_bad_arguments(tmp_path):
+    with pytest.raises(LookupError, match="unknown experiment 'no_such_experiment'; registered"):
+        record("no_such_experiment", tmp_path)
+    with pytest.raises(TypeError, match="out"):
+        record([], 3)
+    with pytest.raises(TypeError, match="quick"):
+        record([], tmp_path, quick="yes")
+
+
+def test_rows_with_numpy_scalars_and_new_columns(tmp_path, fakes):
+    def fake(*, quick=False, progress=True, on_row=None):
+        rows = [{"n": np.int64(1), "time_s": np.float64(0.1)},
+                {"n": np.int64(2), "time_s": np.float64(0.2), "dtype": "float16"}]
+        for row in rows:
+            on_row(row)
+        return None  # not a DataFrame: the streamed rows are recorded
+
+    name = fakes("_fake_numpy", fake)
+    [path] = record(name, tmp_path, progress=False)
+    df = pd.read_csv(path)
+    assert list(df.columns) == ["n", "time_s", "dtype"]
+    assert df["time_s"].tolist() == [0.1, 0.2] and df["dtype"].isna().tolist() == [True, False]
+
+
+def test_archive_packs_one_file(tmp_path, fakes):
+    name = fakes("_fake_archive", lambda **kw: sweep(2, kw["on_row"]))
+    out = tmp_path / "data"
+    record(name, out, progress=False)
+    (slug_dir(out) / ".leftover.partial.csv").write_text("x\n")
+    tar_path = archive(out, tmp_path / "recording.tar.gz")
+    with tarfile.open(tar_path) as tar:
+        names = sorted(tar.getnames())
+    slug = slug_dir(out).name
+    assert names == ["data", f"data/{slug}", f"data/{slug}/{name}.csv", f"data/{slug}/{name}.json"]
+    with pytest.raises(ValueError, match=".tar.gz"):
+        archive(out, tmp_path / "recording.zip")
+    with pytest.raises(FileNotFoundError):
+        archive(tmp_path / "nothing", tmp_path / "x.tar.gz")
+
+
+def test_environment_versions():
+    env = environment()
+    import perfkit
+    import torch
+
+    assert env["torch"] == torch.__version__ and env["cuda"] == torch.version.cuda
+    assert env["perfkit"] == perfkit.__version__
+    commit = perfkit_commit()
+    assert commit is None or (len(commit.removesuffix("-dirty")) == 40)

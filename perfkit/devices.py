@@ -300,9 +300,8 @@ def _measure_peaks(device: str) -> tuple[dict[str, float], str]:
     n = 1024 if device == "cpu" else 4096
     when = time.strftime("%Y-%m-%d")
     peaks: dict[str, float] = {}
-    dtypes = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}
-    if device == "cuda":
-        dtypes["float16"] = torch.float16
+    dtypes = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16,
+              "float16": torch.float16}
     for name, dt in dtypes.items():
         try:
             a = torch.randn(n, n, device=device).to(dt)

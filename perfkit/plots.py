@@ -199,6 +199,7 @@ def plot_gemm_sizes(frame, source: str):
         axes[0, col].set_yscale("log")
         axes[0, col].set_ylabel("duration (ms)")
         axes[1, col].set_ylabel("TFLOP/s")
+        axes[1, col].set_ylim(bottom=0)
         axes[1, col].set_xlabel(f"{label} ({fixed} = {int(part[fixed].iloc[0]) if len(part) else '?'})")
         axes[0, col].set_title(f"{label} swept", fontsize=9)
     axes[0, 0].legend(fontsize=8, title="dashed: model", title_fontsize=7)

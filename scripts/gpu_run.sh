@@ -106,7 +106,7 @@ if wants record; then
 fi
 
 if wants tests; then
-    step tests "$OUT/gpu_tests.log" "$PY" -m pytest -m gpu -q tests -p no:cacheprovider
+    step tests "$OUT/gpu_tests.log" "$PY" -m pytest -m gpu -q tests -p no:cacheprovider -o addopts="" -o testpaths=tests --continue-on-collection-errors --ignore=tests/test_book.py
 fi
 
 if wants chapters; then

@@ -1,0 +1,47 @@
+"""The GPU-background chapter's experiment: waves and the tail effect, with a real launch sweep."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..devices import current_device
+from ..timing import bench
+from . import register
+from .common import resolve_device, sweep
+
+
+@register("waves", "Duration of a launch of B identical blocks (each spins for a fixed time) as B crosses "
+          "multiples of the GPU's resident-block capacity: one step per wave (NVIDIA GPU background, Figure 3)",
+          {"blocks": "thread blocks launched", "wave_size": "blocks resident at once = SMs × blocks per SM",
+           "sms": "streaming multiprocessors", "blocks_per_sm": "co-resident blocks of this kernel per SM",
+           "waves": "ceil(blocks / wave_size)", "time_s": "median launch duration, seconds",
+           "iqr_s": "inter-quartile range, seconds"},
+          needs=("cuda", "cupy"))
+def waves(*, max_waves: int = 4, spin_cycles: int = 100_000, device="auto", quick=False, progress=True,
+          on_row=None) -> pd.DataFrame:
+    """Launch k·wave + r blocks of a CuPy spin kernel for k < ``max_waves`` and several r.
+
+    Every block busy-waits ``spin_cycles`` SM clock cycles, so a launch lasts about
+    ``waves × (spin time)``: flat within a wave, one step each time a wave fills up.
+    """
+    from ..kernels import spin_blocks_per_sm, spin_launcher
+
+    device = resolve_device(device)
+    if device != "cuda":
+        raise RuntimeError("the waves experiment launches a CuPy kernel and needs an NVIDIA GPU; "
+                           "on a CPU, show the recorded data (perfkit.data.load('waves')) instead")
+    spec = current_device()
+    bps = spin_blocks_per_sm()
+    wave = spec.sms * bps
+    if quick:
+        max_waves = 2
+    offsets = sorted({0, 1, wave // 4, wave // 2, 3 * wave // 4, wave - 1})
+    blocks = sorted({k * wave + r for k in range(max_waves) for r in offsets if k * wave + r > 0} | {max_waves * wave})
+
+    def measure(b):
+        m = bench(spin_launcher(b, spin_cycles=spin_cycles), device=device, flush_l2=False,
+                  label=f"spin kernel, {b} blocks")
+        return {"blocks": b, "wave_size": wave, "sms": spec.sms, "blocks_per_sm": bps,
+                "waves": -(-b // wave), "time_s": m.median, "iqr_s": m.iqr}
+
+    return sweep(blocks, measure, on_row=on_row, progress=progress, desc="waves")

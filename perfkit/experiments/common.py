@@ -1,0 +1,172 @@
+"""Pieces shared by the experiment modules: device choice, memory checks, GEMM operands, sweeps."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Iterable, Iterator
+
+import pandas as pd
+
+from .._validate import one_of, positive_int
+from ..dtypes import canonical_dtype, itemsize, torch_dtype
+
+
+def resolve_device(device: str = "auto") -> str:
+    """``"cuda"`` or ``"cpu"``; ``"auto"`` picks CUDA when a GPU is visible."""
+    device = one_of("device", device, ("auto", "cuda", "cpu"))
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device='cuda' was asked for but torch sees no CUDA GPU; use device='cpu' or 'auto'")
+    return device
+
+
+def free_memory(device: str) -> int:
+    """Bytes that can still be allocated on ``device`` ("cuda" or "cpu")."""
+    if device == "cuda":
+        import torch
+
+        free, _total = torch.cuda.mem_get_info()
+        return int(free)
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import os
+
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+
+
+def ensure_fits(nbytes: int, device: str, *, what: str, headroom: float = 0.9) -> None:
+    """Refuse, before allocating, an experiment whose tensors need more than the free memory.
+
+    Raises ``ValueError`` naming the experiment, the bytes it needs and the bytes available.
+    """
+    free = free_memory(device)
+    if nbytes > headroom * free:
+        raise ValueError(
+            f"{what} needs {nbytes / 2**30:.2f} GiB but only {free / 2**30:.2f} GiB is free on {device}; "
+            "choose smaller sizes (the sweep was refused before allocating anything)"
+        )
+
+
+def gemm_bytes_needed(M: int, N: int, K: int, dtype: str) -> int:
+    """Device bytes a GEMM experiment allocates: A, B and an output (float8/int8 write wider outputs)."""
+    out_size = 2 if canonical_dtype(dtype) == "float8" else 4 if canonical_dtype(dtype) == "int8" else itemsize(dtype)
+    return itemsize(dtype) * (M * K + K * N) + out_size * M * N
+
+
+@contextlib.contextmanager
+def tf32_mode(enabled: bool) -> Iterator[None]:
+    """Temporarily allow (or forbid) TF32 Tensor Cores for float32 matmuls."""
+    import torch
+
+    old = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+
+
+def supports_dtype(dtype: str, device: str) -> bool:
+    """Whether this machine can run a GEMM in ``dtype`` on ``device`` through torch."""
+    import torch
+
+    d = canonical_dtype(dtype)
+    if device == "cpu":
+        return d in ("float64", "float32", "bfloat16", "float16")
+    major, minor = torch.cuda.get_device_capability()
+    if d == "tf32" or d == "bfloat16":
+        return major >= 8
+    if d == "float8":
+        return (major, minor) >= (8, 9) and hasattr(torch, "_scaled_mm")
+    if d == "int8":
+        return hasattr(torch, "_int_mm")
+    return True
+
+
+def matmul_fn(M: int, N: int, K: int, dtype: str, device: str, layout: str = "NN") -> Callable[[], Any]:
+    """A zero-argument function computing an M×N×K GEMM with the vendor library (cuBLAS via torch).
+
+    ``layout`` is BLAS-style: the first letter says whether A is stored transposed (A is M×K
+    logically), the second whether B is. float8 uses ``torch._scaled_mm`` (unit scales,
+    bfloat16 output), int8 uses ``torch._int_mm`` (int32 output).
+    """
+    import torch
+
+    M, N, K = positive_int("M", M), positive_int("N", N), positive_int("K", K)
+    d = canonical_dtype(dtype)
+    layout = one_of("layout", layout, ("nn", "nt", "tn", "tt")).upper()
+    if not supports_dtype(d, device):
+        raise ValueError(f"dtype {d!r} GEMMs are not supported on this {device} by torch")
+    gen = torch.Generator(device=device).manual_seed(0)
+
+    def operand(rows: int, cols: int, transposed: bool):
+        shape = (cols, rows) if transposed else (rows, cols)
+        x = torch.randn(shape, generator=gen, device=device, dtype=torch.float32)
+        if d == "int8":
+            x = torch.randint(-8, 8, shape, generator=gen, device=device, dtype=torch.int8)
+        else:
+            x = x.to(torch_dtype(d))
+        return x.t() if transposed else x
+
+    a = operand(M, K, layout[0] == "T")
+    b = operand(K, N, layout[1] == "T")
+    if d == "float8":
+        b = operand(N, K, False).t()  # _scaled_mm wants B column-major
+        one = torch.ones((), device=device, dtype=torch.float32)
+        return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    if d == "int8":
+        return lambda: torch._int_mm(a, b)
+    if d in ("tf32", "float32") and device == "cuda":
+        allow = d == "tf32"
+
+        def run():
+            with tf32_mode(allow):
+                return torch.matmul(a, b)
+
+        return run
+    return lambda: torch.matmul(a, b)
+
+
+def sweep(points: Iterable[Any], measure: Callable[[Any], dict], *, on_row=None, progress: bool = True,
+          desc: str = "") -> pd.DataFrame:
+    """Measure each point, hand each row to ``on_row`` as soon as it exists, return all rows.
+
+    If the sweep is interrupted, the rows already handed to ``on_row`` are kept by the caller.
+    """
+    import warnings
+
+    from tqdm.auto import tqdm
+
+    from ..timing import NoiseWarning
+
+    points = list(points)
+    rows: list[dict] = []
+    noisy = 0
+    try:
+        for p in tqdm(points, desc=desc, disable=not progress, leave=False):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", NoiseWarning)
+                row = measure(p)
+            for w in caught:  # noise is summarised once below; anything else is passed on
+                if issubclass(w.category, NoiseWarning):
+                    noisy += 1
+                else:
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            rows.append(row)
+            if on_row is not None:
+                on_row(row)
+    finally:
+        if noisy:
+            warnings.warn(f"{desc or 'sweep'}: {noisy} of {len(rows)} measurements had an IQR above 10 % of "
+                          "the median (the machine was busy); their iqr_s column shows by how much",
+                          NoiseWarning, stacklevel=2)
+    return pd.DataFrame(rows)
+

@@ -1,0 +1,77 @@
+"""Timer validation: the same kernels timed by perfkit, Triton's do_bench and torch.utils.benchmark."""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+
+from ..timing import bench
+from . import register
+from .common import ensure_fits, matmul_fn, resolve_device, sweep
+
+
+def timer_cases(device: str, quick: bool = False) -> dict:
+    """Name → zero-argument function: a ~5 µs elementwise op, a mid-size and a large GEMM, a large copy."""
+    import torch
+
+    n_elem = 1 << 20 if device == "cuda" else 1 << 16
+    x = torch.randn(n_elem, device=device)
+    y = torch.empty_like(x)
+    big = (256 << 20) if quick or device == "cpu" else (1 << 30)
+    src = torch.ones(big, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    dt = "bfloat16"
+    mid, large = (256, 1024) if quick or device == "cpu" else (2048, 8192)
+    return {
+        f"elementwise add, {n_elem * 4 / 2**20:g} MiB fp32": lambda: torch.add(x, 1.0, out=y),
+        f"gemm {mid}³ {dt}": matmul_fn(mid, mid, mid, dt, device),
+        f"gemm {large}³ {dt}": matmul_fn(large, large, large, dt, device),
+        f"copy {big >> 20} MiB": lambda: dst.copy_(src),
+    }
+
+
+def _timed(f):
+    t0 = time.perf_counter()
+    value = f()
+    return value, time.perf_counter() - t0
+
+
+@register("timer_validation", "Each case timed by perfkit.bench (L2 flushed, and with CUDA graphs), "
+          "triton.testing.do_bench (median) and torch.utils.benchmark.Timer (blocked_autorange median)",
+          {"case": "what is timed", "time_s": "perfkit.bench median, seconds (= perfkit_time_s)",
+           "perfkit_time_s": "perfkit.bench median (L2 flushed), seconds",
+           "perfkit_graph_time_s": "perfkit.bench median with cuda_graph=True (no flush), seconds",
+           "triton_do_bench_s": "triton.testing.do_bench(return_mode='median'), seconds",
+           "torch_timer_s": "torch.utils.benchmark.Timer.blocked_autorange().median, seconds",
+           "perfkit_wall_s": "wall time perfkit.bench spent, seconds",
+           "perfkit_graph_wall_s": "wall time of the CUDA-graph run, seconds",
+           "triton_wall_s": "wall time do_bench spent, seconds",
+           "torch_wall_s": "wall time Timer spent, seconds",
+           "perfkit_vs_do_bench": "perfkit_time_s / triton_do_bench_s - 1"},
+          needs=("cuda", "triton"))
+def timer_validation(*, device="auto", quick=False, progress=True, on_row=None) -> pd.DataFrame:
+    """Time each of :func:`timer_cases` with the three tools in the same run."""
+    import torch.utils.benchmark as tb
+
+    device = resolve_device(device)
+    if device != "cuda":
+        raise RuntimeError("timer_validation compares CUDA timers (do_bench needs a GPU); "
+                           "on a CPU, show the recorded data (perfkit.data.load('timer_validation'))")
+    import triton.testing
+
+    ensure_fits(3 << 30, device, what="timer_validation")
+    cases = timer_cases(device, quick)
+
+    def measure(name):
+        fn = cases[name]
+        pk, pk_wall = _timed(lambda: bench(fn, device=device, label=name))
+        pg, pg_wall = _timed(lambda: bench(fn, device=device, cuda_graph=True, flush_l2=False, label=name))
+        tr, tr_wall = _timed(lambda: triton.testing.do_bench(fn, return_mode="median") / 1e3)
+        tt, tt_wall = _timed(lambda: tb.Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=0.2).median)
+        return {"case": name, "time_s": pk.median, "perfkit_time_s": pk.median, "perfkit_graph_time_s": pg.median,
+                "triton_do_bench_s": tr, "torch_timer_s": tt, "perfkit_wall_s": pk_wall,
+                "perfkit_graph_wall_s": pg_wall, "triton_wall_s": tr_wall, "torch_wall_s": tt_wall,
+                "perfkit_vs_do_bench": pk.median / tr - 1}
+
+    return sweep(list(cases), measure, on_row=on_row, progress=progress, desc="timer validation")

@@ -1,0 +1,476 @@
+"""Kernels whose shape *you* choose: a Triton GEMM with a forced output tile, and a CuPy spin kernel.
+
+- :func:`tiled_matmul` computes C = A·B with one Triton program per BM×BN output tile, so the tile
+  count and the waves it makes are known exactly (cuBLAS picks its tiles internally). It runs
+  compiled on CUDA tensors and under Triton's interpreter on CPU tensors (slow, but exact), so the
+  chapters' code also runs on a laptop.
+- :func:`spin_launcher` launches B blocks that each busy-wait a fixed number of SM clock cycles, so
+  a launch lasts ``ceil(B / (SMs × blocks per SM))`` × (spin time): the wave/tail effect with nothing
+  else in the way. :func:`spin_blocks_per_sm` says how many of its blocks fit on one SM.
+
+triton and cupy are imported only when one of these functions runs: ``import perfkit`` imports
+neither.
+
+Triton's interpreter and ``TRITON_INTERPRET``
+---------------------------------------------
+``@triton.jit`` reads ``TRITON_INTERPRET`` when it *decorates* a function: with ``1`` it returns
+an interpreted function, otherwise a compiled one. perfkit therefore builds its kernel lazily, once
+per mode, setting ``TRITON_INTERPRET`` only around that decoration and around each interpreted
+launch (and restoring it after). CPU tensors always go to the interpreted build; CUDA tensors go to
+the compiled build unless ``TRITON_INTERPRET=1`` was set by you (then the interpreter runs them,
+copying through the host). When no CUDA GPU is visible and triton has not been imported yet,
+perfkit also sets ``TRITON_INTERPRET=1`` for the whole process before importing triton, so every
+Triton kernel in the process (Triton's own standard-library functions included) is built for the
+interpreter. Triton's ``@jit`` library helpers (``tl.zeros``, ``tl.sum``, …) are built in whatever
+mode was in force when triton was imported, so the kernel uses only builtins (``tl.full``,
+``tl.where``, ``tl.dot``, …) and runs in either mode whatever the import order. Since Triton 3.6
+the interpreter undoes its patches of ``triton.language`` after each launch, so compiled and
+interpreted launches can alternate in one process.
+
+The spin kernel and blocks per SM
+---------------------------------
+A wave is "SMs × resident blocks per SM". perfkit fixes the second factor at one: every spin block
+requests just over half of an SM's shared memory as dynamic shared memory (opting in above 48 KiB
+through the RawKernel's ``max_dynamic_shared_size_bytes`` attribute), so two blocks can never share
+an SM. The driver's occupancy calculator (``cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor``)
+then confirms the number; :func:`spin_blocks_per_sm` returns what it reports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.util
+import os
+import sys
+import threading
+from typing import Callable, Iterator
+
+from ._validate import positive_int
+
+# --------------------------------------------------------------------------------------------
+# Triton: tiled_matmul
+# --------------------------------------------------------------------------------------------
+
+_TILE_SIZES = (16, 32, 64, 128, 256)
+_PRECISIONS = ("ieee", "tf32")
+_TRUE = ("1", "true", "on", "yes")
+_env_lock = threading.RLock()
+
+
+def _env_interpret() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in _TRUE
+
+
+def _triton_installed() -> bool:
+    if "triton" in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec("triton") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    try:
+        return bool(torch.cuda.is_available())
+    except Exception:  # a broken driver counts as no GPU
+        return False
+
+
+def triton_mode(device: str | None = None) -> str | None:
+    """How :func:`tiled_matmul` runs Triton here: ``"compiled"``, ``"interpreter"`` or ``None``.
+
+    ``None`` means triton is not installed. ``device`` is ``"cuda"`` or ``"cpu"`` (the tensors'
+    device); by default the device perfkit measures on (CUDA when a GPU is visible). CPU tensors
+    always run under the interpreter; CUDA tensors run compiled unless ``TRITON_INTERPRET=1`` is
+    set. Calling this function does not import triton.
+    """
+    if device is not None and device not in ("cuda", "cpu"):
+        raise ValueError(f"device must be 'cuda', 'cpu' or None, got {device!r}")
+    if not _triton_installed():
+        return None
+    if device is None:
+        device = "cuda" if _cuda_available() else "cpu"
+    if device == "cpu" or _env_interpret():
+        return "interpreter"
+    return "compiled"
+
+
+@contextlib.contextmanager
+def _interpret_env(interpret: bool) -> Iterator[None]:
+    """Set TRITON_INTERPRET to 1/0 for the duration of the block, then restore it."""
+    with _env_lock:
+        old = os.environ.get("TRITON_INTERPRET")
+        os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"
+        try:
+            yield
+        finally:
+            if old is None:
+                os.environ.pop("TRITON_INTERPRET", None)
+            else:
+                os.environ["TRITON_INTERPRET"] = old
+
+
+def _import_triton():
+    """Import triton (setting TRITON_INTERPRET=1 first on a machine without a CUDA GPU)."""
+    if "triton" not in sys.modules and not _cuda_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    try:
+        import triton
+        import triton.language as tl
+    except ImportError as e:  # not installed, or a broken install
+        raise RuntimeError(
+            "tiled_matmul needs Triton (pip install triton; it ships with torch on Linux). "
+            f"Importing it failed: {e}") from None
+    return triton, tl
+
+
+@functools.lru_cache(maxsize=2)
+def _kernel(mode: str):
+    """The Triton kernel, decorated for ``mode`` ("compiled" or "interpreter"); built once per mode."""
+    triton, tl = _import_triton()
+    with _interpret_env(mode == "interpreter"):
+        @triton.jit
+        def _tiled_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                                 stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                                 GROUP_M: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+                                 UPCAST: tl.constexpr):
+            # One program per BLOCK_M×BLOCK_N output tile. Programs are numbered in groups of
+            # GROUP_M tile rows (the usual L2-friendly order); the tiles, their count and their
+            # size are unchanged by the order.
+            pid = tl.program_id(0)
+            num_pid_m = (M + BLOCK_M - 1) // BLOCK_M
+            num_pid_n = (N + BLOCK_N - 1) // BLOCK_N
+            pids_per_group = GROUP_M * num_pid_n
+            group = pid // pids_per_group
+            first_m = group * GROUP_M
+            group_rows = num_pid_m - first_m
+            group_rows = tl.where(group_rows < GROUP_M, group_rows, GROUP_M)
+            pid_m = first_m + (pid % pids_per_group) % group_rows
+            pid_n = (pid % pids_per_group) // group_rows
+
+            offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+            offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+            offs_k = tl.arange(0, BLOCK_K)
+            mask_m = offs_m < M
+            mask_n = offs_n < N
+            a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+            b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+            acc = tl.full((BLOCK_M, BLOCK_N), 0.0, dtype=tl.float32)  # a builtin (tl.zeros is @jit)
+            for k0 in range(0, K, BLOCK_K):
+                mask_k = (k0 + offs_k) < K
+                a = tl.load(a_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
+                b = tl.load(b_ptrs, mask=mask_k[:, None] & mask_n[None, :], other=0.0)
+                if UPCAST:  # interpreter only (see tiled_matmul): bf16 products are exact in fp32
+                    a = a.to(tl.float32)
+                    b = b.to(tl.float32)
+                acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+                a_ptrs += BLOCK_K * stride_ak
+                b_ptrs += BLOCK_K * stride_bk
+            c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+            tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
+
+    built = "interpreter" if type(_tiled_matmul_kernel).__name__ == "InterpretedFunction" else "compiled"
+    if built != mode:
+        _kernel.cache_clear()
+        raise RuntimeError(
+            f"Triton built the tiled_matmul kernel in {built} mode although {mode} mode was asked for "
+            "(triton.knobs.runtime.interpret may have been set in code). Restart the Python process; "
+            "set TRITON_INTERPRET=1 before importing triton to run on the CPU, and leave it unset for a GPU.")
+    return _tiled_matmul_kernel
+
+
+def _power_of_two(name: str, value, low: int, high: int | None) -> int:
+    v = positive_int(name, value)
+    if v & (v - 1) or v < low or (high is not None and v > high):
+        span = f"{low}…{high}" if high is not None else f"≥ {low}"
+        raise ValueError(f"{name} must be a power of two in {span}, got {v}")
+    return v
+
+
+def tiled_matmul(a, b, tile=(64, 64), block_k: int = 32, *, num_warps: int = 4, num_stages: int = 3,
+                 input_precision: str | None = None):
+    """C = A·B with a Triton kernel whose output tile is forced to ``tile = (BM, BN)``.
+
+    One Triton program computes one BM×BN tile of C, so the launch has exactly
+    ``cdiv(M, BM) · cdiv(N, BN)`` programs; each walks K in steps of ``block_k`` and accumulates in
+    float32. Every edge is masked, so any shape works (odd M, N, K; K < block_k; a matrix smaller
+    than one tile).
+
+    Args:
+        a, b: 2-D torch tensors, M×K and K×N, same dtype (float16, bfloat16 or float32) and same
+            device. Any strides are accepted.
+        tile: ``(BM, BN)``, each a power of two in 16…256.
+        block_k: the K step, a power of two ≥ 16.
+        num_warps, num_stages: Triton launch options (compiled mode only; the interpreter ignores
+            them). Large tiles need more warps (e.g. 8 for 256×128) and fewer stages to fit in
+            shared memory.
+        input_precision: for float32 inputs, ``"ieee"`` (true float32 products, the default) or
+            ``"tf32"`` (TF32 Tensor Cores on a GPU). Ignored for 16-bit inputs.
+
+    Returns:
+        C, an M×N tensor of the inputs' dtype on their device.
+
+    CUDA tensors run compiled; CPU tensors run under Triton's interpreter (see the module notes).
+    """
+    import torch
+
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 2:
+            raise ValueError(f"{name} must be a 2-D matrix, got a {t.dim()}-D tensor of shape {tuple(t.shape)}")
+    M, K = a.shape
+    K2, N = b.shape
+    if K != K2:
+        raise ValueError(f"inner dimensions differ: a is {M}×{K} and b is {K2}×{N}; "
+                         f"a.shape[1] ({K}) must equal b.shape[0] ({K2})")
+    supported = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}
+    if a.dtype not in supported:
+        raise ValueError(f"a has dtype {a.dtype}; tiled_matmul supports float16, bfloat16 and float32")
+    if b.dtype != a.dtype:
+        raise ValueError(f"a and b must have the same dtype, got a: {a.dtype}, b: {b.dtype}")
+    if a.device != b.device:
+        raise ValueError(f"a and b must be on the same device, got a: {a.device}, b: {b.device}")
+    if a.device.type not in ("cuda", "cpu"):
+        raise ValueError(f"tiled_matmul runs on CUDA or CPU tensors, got device {a.device}")
+    try:
+        BM, BN = tile
+    except (TypeError, ValueError):
+        raise TypeError(f"tile must be a pair (BM, BN) such as (128, 128), got {tile!r}") from None
+    BM = _power_of_two("tile[0]", BM, 16, 256)
+    BN = _power_of_two("tile[1]", BN, 16, 256)
+    BK = _power_of_two("block_k", block_k, 16, None)
+    num_warps = _power_of_two("num_warps", num_warps, 1, 32)
+    num_stages = positive_int("num_stages", num_stages)
+    if input_precision is None:
+        input_precision = "ieee"
+    if input_precision not in _PRECISIONS:
+        raise ValueError(f"input_precision must be one of {', '.join(map(repr, _PRECISIONS))} or None, "
+                         f"got {input_precision!r}")
+    if a.dtype != torch.float32:
+        input_precision = None  # 16-bit inputs: Tensor Cores either way (Triton's default setting)
+    if max(a.numel(), b.numel(), M * N) >= 2**31:
+        raise ValueError(f"a {M}×{K} by {K}×{N} GEMM is too large for tiled_matmul (it uses 32-bit offsets; "
+                         "every matrix must have fewer than 2**31 elements)")
+
+    c = torch.empty((M, N), dtype=a.dtype, device=a.device)
+    if M == 0 or N == 0:
+        return c
+    if K == 0:
+        return c.zero_()
+
+    on_cpu = a.device.type == "cpu"
+    if not _triton_installed():
+        raise RuntimeError("tiled_matmul needs Triton (pip install triton); it is not installed here. "
+                           "Use torch.matmul, or show the recorded data.")
+    mode = "interpreter" if on_cpu or _env_interpret() else "compiled"
+    kernel = _kernel(mode)
+    grid = (_cdiv(M, BM) * _cdiv(N, BN),)
+    args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    meta = dict(BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8,
+                INPUT_PRECISION=input_precision or ("ieee" if mode == "interpreter" else "tf32"),
+                UPCAST=mode == "interpreter" and a.dtype == torch.bfloat16,
+                num_warps=num_warps, num_stages=num_stages)
+    if mode == "interpreter":
+        # The interpreter mishandles bfloat16 (its dot misreads bfloat16 operands and its float32 →
+        # bfloat16 conversion truncates): upcast the tiles in the kernel, accumulate into a
+        # float32 C and let torch round it to bfloat16 (to nearest, as the GPU does).
+        out = torch.empty((M, N), dtype=torch.float32, device=a.device) if a.dtype == torch.bfloat16 else c
+        args = (a, b, out, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                out.stride(0), out.stride(1))
+        with _interpret_env(True):
+            kernel[grid](*args, **meta)
+        if out is not c:
+            c.copy_(out)
+    else:
+        try:
+            with torch.cuda.device(a.device):
+                kernel[grid](*args, **meta)
+        except Exception as e:
+            if type(e).__name__ == "OutOfResources":  # triton.runtime.errors.OutOfResources
+                raise RuntimeError(
+                    f"tile {BM}×{BN} with block_k={BK}, num_stages={num_stages} and {a.dtype} needs more "
+                    f"on-chip memory than this GPU has ({e}); use fewer num_stages, a smaller block_k or "
+                    "a smaller tile") from e
+            raise
+    return c
+
+
+def _cdiv(x: int, y: int) -> int:
+    return -(-x // y)
+
+
+# --------------------------------------------------------------------------------------------
+# CuPy: the spin kernel for waves and tails
+# --------------------------------------------------------------------------------------------
+
+_SPIN_SOURCE = r"""
+extern "C" __global__ void perfkit_spin(long long cycles)
+{
+    // Thread 0 busy-waits `cycles` SM clock cycles (clock64() is a volatile read, so the loop is
+    // never optimized away); the other threads wait at the barrier. Dynamic shared memory is
+    // requested at launch only to limit how many blocks share an SM; the kernel does not use it.
+    if (threadIdx.x == 0) {
+        long long start = clock64();
+        while (clock64() - start < cycles) { }
+    }
+    __syncthreads();
+}
+"""
+
+_NEEDS_GPU = ("the spin kernel needs CuPy and an NVIDIA GPU (pip install cupy-cuda12x or cupy-cuda13x, "
+              "matching your CUDA); on a CPU, show the recorded data instead")
+
+
+def _cupy():
+    """Import cupy and check that a CUDA device is usable, else raise a short RuntimeError."""
+    try:
+        import cupy
+    except Exception as e:  # ImportError, or a CUDA library missing at import time
+        raise RuntimeError(f"{_NEEDS_GPU}; importing cupy failed: {e}") from None
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:
+        raise RuntimeError(f"{_NEEDS_GPU}; CuPy sees no usable GPU: {e}") from None
+    if count < 1:
+        raise RuntimeError(f"{_NEEDS_GPU}; CuPy sees no GPU")
+    return cupy
+
+
+# cudaDeviceAttr values (fixed by the CUDA ABI): read through cupy.cuda.runtime.deviceGetAttribute.
+_ATTR_MAX_THREADS_PER_BLOCK = 1
+_ATTR_MAX_SHARED_PER_BLOCK = 8
+_ATTR_MAX_SHARED_PER_SM = 81
+_ATTR_MAX_SHARED_PER_BLOCK_OPTIN = 97
+
+
+@functools.lru_cache(maxsize=None)
+def _spin_kernel(device_id: int):
+    cupy = _cupy()
+    return cupy.RawKernel(_SPIN_SOURCE, "perfkit_spin")
+
+
+@functools.lru_cache(maxsize=None)
+def _spin_config(device_id: int, threads: int, one_block_per_sm: bool) -> tuple[int, int]:
+    """(dynamic shared bytes per block, co-resident blocks per SM) for the spin kernel on a device."""
+    cupy = _cupy()
+    rt = cupy.cuda.runtime
+    kernel = _spin_kernel(device_id)
+    max_threads = int(rt.deviceGetAttribute(_ATTR_MAX_THREADS_PER_BLOCK, device_id))
+    if threads > max_threads:
+        raise ValueError(f"threads must be at most {max_threads} (this GPU's limit per block), got {threads}")
+    smem = 0
+    if one_block_per_sm:
+        per_sm = int(rt.deviceGetAttribute(_ATTR_MAX_SHARED_PER_SM, device_id))
+        per_block = int(rt.deviceGetAttribute(_ATTR_MAX_SHARED_PER_BLOCK_OPTIN, device_id)) or \
+            int(rt.deviceGetAttribute(_ATTR_MAX_SHARED_PER_BLOCK, device_id))
+        smem = per_sm // 2 + 1024  # more than half an SM's shared memory: two blocks never fit
+        if smem > per_block:
+            raise RuntimeError(f"cannot force one block per SM: that needs {smem} bytes of shared memory per "
+                               f"block and this GPU allows {per_block}; use one_block_per_sm=False")
+        if smem > 48 * 1024:  # above 48 KiB of dynamic shared memory a kernel must opt in
+            kernel.max_dynamic_shared_size_bytes = smem
+    bps = None
+    occupancy = getattr(cupy.cuda.driver, "occupancyMaxActiveBlocksPerMultiprocessor", None)
+    if occupancy is not None:
+        try:
+            bps = int(occupancy(kernel.kernel.ptr, threads, smem))
+        except Exception:  # an old CuPy or driver: fall back to the shared-memory argument
+            bps = None
+    if bps is None:
+        if not one_block_per_sm:
+            raise RuntimeError("this CuPy has no occupancy calculator (cupy.cuda.driver."
+                               "occupancyMaxActiveBlocksPerMultiprocessor); use one_block_per_sm=True")
+        bps = 1
+    if bps < 1:
+        raise RuntimeError(f"the spin kernel with {threads} threads and {smem} bytes of shared memory "
+                           "cannot be resident on this GPU (occupancy 0)")
+    return smem, bps
+
+
+def _check_threads(threads) -> int:
+    threads = positive_int("threads", threads)
+    if threads > 1024:
+        raise ValueError(f"threads must be at most 1024 per block, got {threads}")
+    return threads
+
+
+def spin_blocks_per_sm(threads: int = 128, *, one_block_per_sm: bool = True) -> int:
+    """How many blocks of the spin kernel are resident on one SM at once.
+
+    With ``one_block_per_sm=True`` (the default) each block requests just over half of an SM's
+    shared memory (dynamic shared memory, opted in through the kernel's
+    ``max_dynamic_shared_size_bytes`` attribute), so exactly one block fits per SM and a wave is
+    one block per SM, as in NVIDIA's tile figures. The driver's occupancy calculator
+    (``cuOccupancyMaxActiveBlocksPerMultiprocessor``, through ``cupy.cuda.driver``) reports the
+    number when CuPy exposes it (it must then say 1); otherwise 1 is returned by construction. With
+    ``one_block_per_sm=False`` no shared memory is requested and the occupancy calculator alone
+    gives the number (typically the hardware limit on resident blocks, e.g. 32 on Hopper).
+
+    Raises ``RuntimeError`` without CuPy or an NVIDIA GPU.
+    """
+    threads = _check_threads(threads)
+    cupy = _cupy()
+    return _spin_config(cupy.cuda.runtime.getDevice(), threads, bool(one_block_per_sm))[1]
+
+
+def spin_launcher(blocks: int, *, threads: int = 128, spin_cycles: int = 20_000,
+                  one_block_per_sm: bool = True) -> Callable[[], None]:
+    """A zero-argument function that launches ``blocks`` blocks that each spin ``spin_cycles`` clocks.
+
+    One thread per block busy-waits on ``clock64()`` (the others wait at a barrier), so a block
+    lasts ``spin_cycles`` SM cycles (≈ 10 µs for 20 000 cycles at 2 GHz) and a launch lasts about
+    ``ceil(blocks / (SMs · spin_blocks_per_sm()))`` block-times. Pass the result to
+    :func:`perfkit.bench`, with ``flush_l2=False`` (the kernel touches no memory).
+
+    The kernel is compiled, configured and launched once here, outside any timing. Each launch
+    goes to torch's current CUDA stream when torch is installed and sees the GPU (else to CuPy's
+    current stream). By default both are the legacy default stream; following torch's stream
+    explicitly keeps the launch on the stream :func:`perfkit.bench` records its events on, also
+    when bench captures a CUDA graph on a side stream.
+
+    Raises ``RuntimeError`` without CuPy or an NVIDIA GPU.
+    """
+    blocks = positive_int("blocks", blocks)
+    threads = _check_threads(threads)
+    spin_cycles = positive_int("spin_cycles", spin_cycles)
+    if blocks > 2**31 - 1:
+        raise ValueError(f"blocks must be below 2**31, got {blocks}")
+    cupy = _cupy()
+    import numpy as np
+
+    device_id = cupy.cuda.runtime.getDevice()
+    kernel = _spin_kernel(device_id)
+    smem, _ = _spin_config(device_id, threads, bool(one_block_per_sm))
+    grid, block, args = (blocks,), (threads,), (np.int64(spin_cycles),)
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    follow_torch = torch is not None and _cuda_available()
+    streams: dict[int, object] = {}  # torch stream pointer -> cupy.cuda.ExternalStream
+
+    def launch() -> None:
+        if follow_torch:
+            ptr = torch.cuda.current_stream().cuda_stream
+            stream = streams.get(ptr)
+            if stream is None:
+                stream = streams[ptr] = cupy.cuda.ExternalStream(ptr)
+            with stream:
+                kernel(grid, block, args, shared_mem=smem)
+        else:
+            kernel(grid, block, args, shared_mem=smem)
+
+    launch()  # compile and load now, outside any timing; also checks the configuration
+    cupy.cuda.runtime.deviceSynchronize()
+    return launch
+
+
+__all__ = ["tiled_matmul", "triton_mode", "spin_launcher", "spin_blocks_per_sm"]

@@ -1,0 +1,57 @@
+"""Shared pytest setup for the perfkit tests and the book tests.
+
+Runs before any test module (and before nbval starts a chapter kernel), so environment
+variables set here reach the chapter kernels and the book build too:
+
+- ``MPLBACKEND=Agg``: no display is needed in pytest or in nbval's kernels. The book build
+  (tests/test_book.py) overrides it with the inline backend so figures land in the pages.
+- ``TRITON_INTERPRET=1`` when there is no CUDA GPU: Triton kernels then run under Triton's
+  interpreter on the CPU. It must be set before anything imports triton.
+- Tests marked ``gpu`` are skipped unless ``torch.cuda.is_available()``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+os.environ["MPLBACKEND"] = "Agg"
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch  # importing torch does not import triton
+    except ImportError:
+        return False
+    try:
+        return bool(torch.cuda.is_available())
+    except Exception:  # a broken driver counts as no GPU
+        return False
+
+
+HAS_CUDA = _cuda_available()
+
+if not HAS_CUDA:
+    if "triton" in sys.modules:
+        warnings.warn("triton was imported before tests/conftest.py could set TRITON_INTERPRET=1; "
+                      "Triton kernels may not run on the CPU", stacklevel=1)
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+
+
+def pytest_report_header(config):
+    interp = os.environ.get("TRITON_INTERPRET", "unset")
+    return (f"perfkit: CUDA GPU {'found' if HAS_CUDA else 'not found'}; "
+            f"MPLBACKEND={os.environ['MPLBACKEND']}; TRITON_INTERPRET={interp}")
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_CUDA:
+        return
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU: torch.cuda.is_available() is False "
+                                       "(or torch is not installed)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)

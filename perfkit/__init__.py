@@ -27,6 +27,7 @@ from .experiments import REGISTRY, run_or_load
 from .kernels import tiled_matmul, triton_mode
 from .model import CANDIDATE_TILES, TILE_EFFICIENCY, GemmPrediction, explain_gemm, predict_gemm_time, prediction_error
 from .quantization import alignment, pad_to_multiple, tile_quantization, wave_quantization
+from .record import archive, record
 from .roofline import (Operation, arithmetic_intensity, attainable_flops, gemm_bytes, gemm_flops, gemm_operation,
                        nvidia_example_operations, roofline_time)
 from .shapes import RNN_GATES, conv_gemms, conv_output_size, linear_gemms, rnn_gemms

@@ -7,7 +7,7 @@
 #
 #   OUT           output folder (default ./gpu_out)
 #   --quick       pass --quick to `perfkit record` (small sweeps)
-#   --only STEP   run just one step: record | tests | chapters
+#   --only STEP   run just one step: record | tests | bench | chapters
 #   --budget S    time budget of the record step in seconds (default 480 = 8 minutes); when it
 #                 runs out the recorder is interrupted (SIGINT) and keeps the rows measured so far
 #   --keep        keep the loose $OUT/data and $OUT/figures folders after packing them
@@ -18,11 +18,14 @@
 #   recording.tar.gz     data/<device-slug>/<experiment>.csv|.json: unpack, then copy the
 #                        <device-slug>/ folder into the repository's data/
 #   gpu_tests.log        `pytest -m gpu`
+#   bench.log            scripts/bench_kernels.py: ratios against references measured in the same run
 #   chapters.log         scripts/run_chapters.py
 #   results.tar.gz       the logs, summary.txt and figures/*.png
 #   summary.txt          pass/fail and time per step
 #
 # Every step runs even if an earlier one failed; the exit status is non-zero if any failed.
+# One device command may run at most 10 minutes: run the steps as separate calls with --only
+# (record, then tests, then bench and chapters) when the whole script would take longer.
 # torch is never installed or upgraded: perfkit is used from this checkout through PYTHONPATH.
 
 set -uo pipefail
@@ -39,7 +42,7 @@ usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' 
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) QUICK="--quick"; shift ;;
-        --only) ONLY="${2:-}"; shift 2 || { echo "--only needs a step: record|tests|chapters" >&2; exit 2; } ;;
+        --only) ONLY="${2:-}"; shift 2 || { echo "--only needs a step: record|tests|bench|chapters" >&2; exit 2; } ;;
         --budget) BUDGET="${2:-}"; shift 2 || { echo "--budget needs seconds" >&2; exit 2; } ;;
         --keep) KEEP=1; shift ;;
         -h|--help) usage; exit 0 ;;
@@ -47,8 +50,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 case "$ONLY" in
-    ""|record|tests|chapters) ;;
-    *) echo "gpu_run.sh: --only must be record, tests or chapters, got '$ONLY'" >&2; exit 2 ;;
+    ""|record|tests|bench|chapters) ;;
+    *) echo "gpu_run.sh: --only must be record, tests, bench or chapters, got '$ONLY'" >&2; exit 2 ;;
 esac
 case "$BUDGET" in
     ''|*[!0-9]*) echo "gpu_run.sh: --budget must be a whole number of seconds, got '$BUDGET'" >&2; exit 2 ;;
@@ -60,6 +63,14 @@ cd "$REPO" || exit 2
 PY="${PYTHON:-$(command -v python || command -v python3)}"
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
+
+# The GPU machine has torch, triton, cupy, pandas and matplotlib but no Jupyter stack and no network:
+# the chapters' widgets need ipywidgets (and tqdm for progress bars). Bring them as wheels made here
+# with `pip download -d wheelhouse ipywidgets tqdm` and carried with the tree; torch is never touched.
+if [ -d "$REPO/wheelhouse" ]; then
+    "$PY" -m pip install -q --no-index --find-links "$REPO/wheelhouse" ipywidgets tqdm \
+        || echo "warning: could not install ipywidgets/tqdm from wheelhouse/" >&2
+fi
 
 SUMMARY="$OUT/summary.txt"
 : > "$SUMMARY"
@@ -109,6 +120,10 @@ if wants tests; then
     step tests "$OUT/gpu_tests.log" "$PY" -m pytest -m gpu -q tests -p no:cacheprovider -o addopts="" -o testpaths=tests --continue-on-collection-errors --ignore=tests/test_book.py
 fi
 
+if wants bench; then
+    step bench "$OUT/bench.log" "$PY" scripts/bench_kernels.py
+fi
+
 if wants chapters; then
     rm -rf "$OUT/figures"
     step chapters "$OUT/chapters.log" "$PY" scripts/run_chapters.py --out "$OUT/figures"
@@ -118,7 +133,7 @@ note "$(printf '%-9s %-34s %5d s' total "$([ "$FAILED" -eq 0 ] && echo ok || ech
 
 # Pack logs, summary and figures into one file; drop the loose folders (the tars hold them).
 PACK=()
-for f in info.log record.log gpu_tests.log chapters.log summary.txt figures; do
+for f in info.log record.log gpu_tests.log bench.log chapters.log summary.txt figures; do
     [ -e "$OUT/$f" ] && PACK+=("$f")
 done
 tar -czf "$OUT/results.tar.gz" -C "$OUT" "${PACK[@]}" || FAILED=1

@@ -140,3 +140,10 @@ def test_recorded_ceilings_match_the_device(tmp_path, monkeypatch):
     c = recorded_ceilings(h100)
     assert c["flops"] == 700e12 and c["bandwidth"] == 2900e9 and "recorded on" in c["label"]
     assert recorded_ceilings(pk.device_spec("A100-SXM4-80GB")) is None
+
+
+def test_measure_gemm_on_cpu():
+    t = gemm.measure_gemm(64, 64, 64, "float32", device="cpu")
+    assert 0 < t < 1
+    with pytest.raises(ValueError, match="free"):
+        gemm.measure_gemm(10**6, 10**6, 10**6, "float32", device="cpu")

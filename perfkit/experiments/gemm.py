@@ -284,6 +284,16 @@ def gemm_small_n(*, dtype="float16", M=2560, K=2560, device="auto", quick=False,
     return sweep(Ns, measure, on_row=on_row, progress=progress, desc="small N")
 
 
+def measure_gemm(M: int, N: int, K: int, dtype: str, device: str = "auto") -> float:
+    """Median seconds of one M×N×K GEMM through torch.matmul (cuBLAS on a GPU), L2 flushed.
+
+    The widget :func:`perfkit.gemm_explorer` takes this as its ``measure`` argument.
+    """
+    device = resolve_device(device)
+    ensure_fits(gemm_bytes_needed(M, N, K, dtype), device, what=f"a {M}×{N}×{K} {dtype} GEMM")
+    return bench(matmul_fn(M, N, K, dtype, device), device=device, label=f"gemm {M}×{N}×{K} {dtype}").median
+
+
 def alignment_penalty(frame: pd.DataFrame) -> pd.DataFrame:
     """Per dtype: median time of aligned and of unaligned K, and their ratio (``penalty`` > 1 = slower)."""
     g = frame.groupby(["dtype", "aligned"])["time_s"].median().unstack("aligned")
@@ -292,5 +302,5 @@ def alignment_penalty(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-__all__ = ["alignment_penalty", "gemm_sizes", "gemm_alignment", "gemm_tile_quantization", "gemm_tile_sizes", "gemm_waves",
+__all__ = ["alignment_penalty", "measure_gemm", "gemm_sizes", "gemm_alignment", "gemm_tile_quantization", "gemm_tile_sizes", "gemm_waves",
            "gemm_transposes", "gemm_small_n", "GEMM_DTYPES"]

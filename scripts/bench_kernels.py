@@ -1,0 +1,64 @@
+"""Performance checks, as ratios against references measured in the same run (never timed tests).
+
+    python scripts/bench_kernels.py
+
+On a GPU it prints, for a few shapes:
+- perfkit's Triton ``tiled_matmul`` (forced tiles) against cuBLAS (``torch.matmul``): the forced-tile
+  kernel exists to show quantization, not to win, but it should stay within a small factor of cuBLAS
+  on large aligned shapes, or the tile experiments would measure a broken kernel;
+- ``perfkit.bench`` against ``triton.testing.do_bench`` on the same function: the two must agree
+  within a few percent on kernels far longer than a launch.
+On a CPU it compares ``perfkit.bench`` with ``torch.utils.benchmark.Timer`` on a CPU matmul.
+Exit status 1 if a ratio is outside its bound.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+import torch.utils.benchmark as tb
+
+import perfkit as pk
+from perfkit.experiments.common import matmul_fn
+
+
+def _row(name: str, value: float, ref: float, low: float, high: float) -> bool:
+    ratio = value / ref
+    ok = low <= ratio <= high
+    print(f"{name:<46} {value * 1e6:10.1f} µs  ref {ref * 1e6:10.1f} µs  ratio {ratio:6.3f}  "
+          f"[{low}, {high}] {'ok' if ok else 'OUT OF BOUNDS'}")
+    return ok
+
+
+def gpu() -> bool:
+    import triton.testing
+
+    ok = True
+    print(f"device: {pk.current_device().label}, torch {torch.__version__}")
+    for (M, N, K), tile in [((4096, 4096, 4096), (128, 128)), ((6144, 2816, 4096), (256, 128)),
+                            ((8192, 8192, 4096), (128, 256))]:
+        a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+        b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+        warps = 8 if tile[0] * tile[1] >= 128 * 128 else 4
+        tri = pk.bench(lambda: pk.tiled_matmul(a, b, tile=tile, block_k=64, num_warps=warps)).median
+        ref = pk.bench(lambda: torch.matmul(a, b)).median
+        ok &= _row(f"tiled_matmul {tile} vs cuBLAS, {M}×{N}×{K} fp16", tri, ref, 0.8, 3.0)
+    for M in (2048, 8192):
+        fn = matmul_fn(M, M, M, "bfloat16", "cuda")
+        mine = pk.bench(fn).median
+        theirs = triton.testing.do_bench(fn, return_mode="median") / 1e3
+        ok &= _row(f"perfkit.bench vs do_bench, gemm {M}³ bf16", mine, theirs, 0.95, 1.05)
+    return ok
+
+
+def cpu() -> bool:
+    print(f"device: {pk.current_device().label} (no GPU: CPU timer comparison only)")
+    x = torch.randn(512, 512)
+    mine = pk.bench(lambda: x @ x).median
+    theirs = tb.Timer(stmt="x @ x", globals={"x": x}, num_threads=torch.get_num_threads()).blocked_autorange(min_run_time=0.5).median
+    return _row("perfkit.bench vs torch Timer, matmul 512³ fp32", mine, theirs, 0.7, 1.4)
+
+
+if __name__ == "__main__":
+    sys.exit(0 if (gpu() if torch.cuda.is_available() else cpu()) else 1)

@@ -166,7 +166,7 @@ def plot_tile_waves(M: int, N: int, tile: tuple[int, int], sms: int, *, blocks_p
 
 def _no_data(frame, source: str) -> bool:
     if frame is None or len(frame) == 0:
-        print(f"No figure: {source}")
+        print(textwrap.fill(f"No figure: {source}", 88, subsequent_indent="  "))
         return True
     return False
 
@@ -322,7 +322,7 @@ def plot_predicted_vs_measured(frames: Mapping[str, Any], source: str):
 
     parts = {k: f for k, f in frames.items() if f is not None and len(f) and "predicted_s" in f}
     if not parts:
-        print(f"No figure: {source}")
+        _no_data(None, source)
         return None
     fig, axes = _figure(1, 1, (6, 5), "Model against measurement", source)
     ax = axes[0, 0]

@@ -61,6 +61,11 @@ def test_no_figure_without_data(name, capsys):
     assert "No figure: no recording of 'x' yet" in capsys.readouterr().out
 
 
+def test_no_model_figure_without_predictions(capsys):
+    assert plots.plot_predicted_vs_measured({"a": None}, "no recording yet") is None
+    assert "No figure: no recording yet" in capsys.readouterr().out
+
+
 def test_gemm_sizes_figure_from_a_real_cpu_run():
     frame = gemm.gemm_sizes(device="cpu", quick=True, progress=False)
     fig = plots.plot_gemm_sizes(frame, "live on CPU, today")

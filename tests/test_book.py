@@ -284,6 +284,16 @@ def test_chapter_has_a_figure(open_page, entry):
 
 
 @pytest.mark.parametrize("entry", TOC_CHAPTERS)
+def test_no_figure_is_shown_twice(open_page, entry):
+    # A cell whose last line returns a Figure would otherwise show it twice (inline backend + repr).
+    page = open_page(entry).page
+    srcs = page.evaluate("""() => Array.from(document.querySelectorAll('article .cell_output img'))
+        .map(img => img.getAttribute('src'))""")
+    twice = sorted({s for s in srcs if srcs.count(s) > 1})
+    assert not twice, f"{entry}: the same figure appears more than once: {twice}"
+
+
+@pytest.mark.parametrize("entry", TOC_CHAPTERS)
 def test_colab_link(open_page, entry):
     page = open_page(entry).page
     hrefs = page.evaluate("""() => Array.from(document.querySelectorAll('a[href*="colab.research.google.com"]'))

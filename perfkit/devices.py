@@ -202,12 +202,16 @@ def match_driver_name(driver_name: str) -> str | None:
     return None
 
 
-def _has_cuda() -> bool:
+def cuda_available() -> bool:
+    """Whether torch is installed and sees a CUDA GPU (a broken driver counts as no GPU)."""
     try:
         import torch
     except ImportError:
         return False
-    return torch.cuda.is_available()
+    try:
+        return bool(torch.cuda.is_available())
+    except Exception:
+        return False
 
 
 def current_device(refresh: bool = False) -> DeviceSpec:
@@ -229,7 +233,7 @@ def current_device(refresh: bool = False) -> DeviceSpec:
 
 @functools.lru_cache(maxsize=1)
 def _current_device() -> DeviceSpec:
-    if _has_cuda():
+    if cuda_available():
         return _cuda_spec()
     return _cpu_spec()
 

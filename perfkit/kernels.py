@@ -47,6 +47,7 @@ import threading
 from typing import Callable, Iterator
 
 from ._validate import positive_int
+from .devices import cuda_available
 
 # --------------------------------------------------------------------------------------------
 # Triton: tiled_matmul
@@ -71,17 +72,6 @@ def _triton_installed() -> bool:
         return False
 
 
-def _cuda_available() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    try:
-        return bool(torch.cuda.is_available())
-    except Exception:  # a broken driver counts as no GPU
-        return False
-
-
 def triton_mode(device: str | None = None) -> str | None:
     """How :func:`tiled_matmul` runs Triton here: ``"compiled"``, ``"interpreter"`` or ``None``.
 
@@ -95,7 +85,7 @@ def triton_mode(device: str | None = None) -> str | None:
     if not _triton_installed():
         return None
     if device is None:
-        device = "cuda" if _cuda_available() else "cpu"
+        device = "cuda" if cuda_available() else "cpu"
     if device == "cpu" or _env_interpret():
         return "interpreter"
     return "compiled"
@@ -118,7 +108,7 @@ def _interpret_env(interpret: bool) -> Iterator[None]:
 
 def _import_triton():
     """Import triton (setting TRITON_INTERPRET=1 first on a machine without a CUDA GPU)."""
-    if "triton" not in sys.modules and not _cuda_available():
+    if "triton" not in sys.modules and not cuda_available():
         os.environ.setdefault("TRITON_INTERPRET", "1")
     try:
         import triton
@@ -454,7 +444,7 @@ def spin_launcher(blocks: int, *, threads: int = 128, spin_cycles: int = 20_000,
         import torch
     except ImportError:
         torch = None
-    follow_torch = torch is not None and _cuda_available()
+    follow_torch = torch is not None and cuda_available()
     streams: dict[int, object] = {}  # torch stream pointer -> cupy.cuda.ExternalStream
 
     def launch() -> None:

@@ -51,6 +51,7 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 
 from .data import device_slug, repo_data_dir
+from .devices import cuda_available
 
 class RecordingFailed(RuntimeError):
     """Raised by :func:`record` after all experiments ran, when at least one of them failed.
@@ -80,14 +81,6 @@ def _module_version(module: str) -> str | None:
         return None
     version = getattr(mod, "__version__", None)
     return None if version is None else str(version)
-
-
-def _cuda_available() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
 
 
 def nvidia_driver_version() -> str | None:
@@ -153,16 +146,16 @@ def environment() -> dict[str, Any]:
         import torch
 
         cuda = torch.version.cuda
-    cuda_available = _cuda_available()
+    has_cuda = cuda_available()
     return {
-        "driver": nvidia_driver_version() if cuda_available or shutil.which("nvidia-smi") else None,
+        "driver": nvidia_driver_version() if has_cuda or shutil.which("nvidia-smi") else None,
         "cuda": cuda,
         "torch": torch_version,
         "cupy": _module_version("cupy"),
         "triton": _module_version("triton"),
         "perfkit": __version__,
         "perfkit_commit": perfkit_commit(),
-        "cuda_available": cuda_available,
+        "cuda_available": has_cuda,
     }
 
 
@@ -493,7 +486,7 @@ def record(experiments: str | Iterable[str] | None = None, out: str | os.PathLik
             traceback.print_exc()
             continue
         finally:
-            if "torch" in sys.modules and _cuda_available():
+            if "torch" in sys.modules and cuda_available():
                 sys.modules["torch"].cuda.empty_cache()
         written.append(path)
         rows = json.loads(path.with_suffix(".json").read_text())["rows"]

@@ -19,18 +19,9 @@ import warnings
 os.environ["MPLBACKEND"] = "Agg"
 
 
-def _cuda_available() -> bool:
-    try:
-        import torch  # importing torch does not import triton
-    except ImportError:
-        return False
-    try:
-        return bool(torch.cuda.is_available())
-    except Exception:  # a broken driver counts as no GPU
-        return False
+from perfkit.devices import cuda_available  # noqa: E402  (imports torch, never triton)
 
-
-HAS_CUDA = _cuda_available()
+HAS_CUDA = cuda_available()
 
 if not HAS_CUDA:
     if "triton" in sys.modules:

@@ -63,15 +63,12 @@ def missing_needs(experiment: Experiment) -> list[str]:
     """The requirements of ``experiment`` ("cuda", "cupy", "triton") this machine does not meet."""
     import importlib.util
 
+    from ..devices import cuda_available
+
     missing = []
     for need in experiment.needs:
         if need == "cuda":
-            try:
-                import torch
-            except ImportError:
-                missing.append("cuda")
-                continue
-            if not torch.cuda.is_available():
+            if not cuda_available():
                 missing.append("cuda")
         elif importlib.util.find_spec(need) is None:
             missing.append(need)

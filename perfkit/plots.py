@@ -355,6 +355,7 @@ def plot_timers(frame, source: str):
     ax = axes[0, 0]
     tools = [("perfkit_time_s", "perfkit.bench"), ("perfkit_graph_time_s", "perfkit.bench, CUDA graph"),
              ("triton_do_bench_s", "triton do_bench"), ("torch_timer_s", "torch Timer")]
+    tools = [(col, name) for col, name in tools if frame[col].notna().any()]  # a CPU run has no GPU-only tools
     width = 0.8 / len(tools)
     x = np.arange(len(frame))
     for j, (col, name) in enumerate(tools):

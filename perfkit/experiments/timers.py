@@ -48,30 +48,40 @@ def _timed(f):
            "perfkit_graph_wall_s": "wall time of the CUDA-graph run, seconds",
            "triton_wall_s": "wall time do_bench spent, seconds",
            "torch_wall_s": "wall time Timer spent, seconds",
-           "perfkit_vs_do_bench": "perfkit_time_s / triton_do_bench_s - 1"},
+           "perfkit_vs_do_bench": "perfkit_time_s / triton_do_bench_s - 1",
+           "perfkit_vs_torch_timer": "perfkit_time_s / torch_timer_s - 1"},
           needs=("cuda", "triton"))
 def timer_validation(*, device="auto", quick=False, progress=True, on_row=None) -> pd.DataFrame:
-    """Time each of :func:`timer_cases` with the three tools in the same run."""
+    """Time each of :func:`timer_cases` with the three tools in the same run.
+
+    On a CPU (``device="cpu"``, or no GPU) only perfkit and torch's Timer run (do_bench and CUDA
+    graphs need a GPU; their columns are NaN), on smaller cases.
+    """
+    import torch
     import torch.utils.benchmark as tb
 
     device = resolve_device(device)
-    if device != "cuda":
-        raise RuntimeError("timer_validation compares CUDA timers (do_bench needs a GPU); "
-                           "on a CPU, show the recorded data (perfkit.data.load('timer_validation'))")
-    import triton.testing
+    on_gpu = device == "cuda"
+    if on_gpu:
+        import triton.testing
 
-    ensure_fits(3 << 30, device, what="timer_validation")
+    ensure_fits((3 << 30) if on_gpu and not quick else (1 << 30), device, what="timer_validation")
     cases = timer_cases(device, quick)
+    nan = float("nan")
 
     def measure(name):
         fn = cases[name]
         pk, pk_wall = _timed(lambda: bench(fn, device=device, label=name))
-        pg, pg_wall = _timed(lambda: bench(fn, device=device, cuda_graph=True, flush_l2=False, label=name))
-        tr, tr_wall = _timed(lambda: triton.testing.do_bench(fn, return_mode="median") / 1e3)
-        tt, tt_wall = _timed(lambda: tb.Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=0.2).median)
-        return {"case": name, "time_s": pk.median, "perfkit_time_s": pk.median, "perfkit_graph_time_s": pg.median,
-                "triton_do_bench_s": tr, "torch_timer_s": tt, "perfkit_wall_s": pk_wall,
-                "perfkit_graph_wall_s": pg_wall, "triton_wall_s": tr_wall, "torch_wall_s": tt_wall,
-                "perfkit_vs_do_bench": pk.median / tr - 1}
+        pg, pg_wall, tr, tr_wall = None, nan, nan, nan
+        if on_gpu:
+            pg, pg_wall = _timed(lambda: bench(fn, device=device, cuda_graph=True, flush_l2=False, label=name))
+            tr, tr_wall = _timed(lambda: triton.testing.do_bench(fn, return_mode="median") / 1e3)
+        timer = tb.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+        tt, tt_wall = _timed(lambda: timer.blocked_autorange(min_run_time=0.2).median)
+        return {"case": name, "time_s": pk.median, "perfkit_time_s": pk.median,
+                "perfkit_graph_time_s": pg.median if pg else nan, "triton_do_bench_s": tr, "torch_timer_s": tt,
+                "perfkit_wall_s": pk_wall, "perfkit_graph_wall_s": pg_wall, "triton_wall_s": tr_wall,
+                "torch_wall_s": tt_wall, "perfkit_vs_do_bench": pk.median / tr - 1,
+                "perfkit_vs_torch_timer": pk.median / tt - 1}
 
     return sweep(list(cases), measure, on_row=on_row, progress=progress, desc="timer validation")

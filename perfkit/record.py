@@ -114,7 +114,13 @@ def nvidia_driver_version() -> str | None:
 
 def perfkit_commit() -> str | None:
     """``git rev-parse HEAD`` of the checkout perfkit is imported from, plus ``-dirty`` when the
-    ``perfkit/`` package there has uncommitted changes; ``None`` when it is not a git checkout."""
+    ``perfkit/`` package there has uncommitted changes; ``None`` when it is not a git checkout.
+
+    A copy of the tree without ``.git`` (e.g. on a remote GPU machine) can be told its commit with
+    the ``PERFKIT_COMMIT`` environment variable, which then wins.
+    """
+    if os.environ.get("PERFKIT_COMMIT"):
+        return os.environ["PERFKIT_COMMIT"].strip()
     repo = Path(__file__).resolve().parent.parent
 
     def git(*args: str) -> str | None:

@@ -6,6 +6,8 @@
 #                                            [--budget SECONDS] [--keep]
 #
 #   OUT           output folder (default ./gpu_out)
+#   PERFKIT_COMMIT the commit being recorded, for the metadata, when the tree has no .git
+#                 (e.g. PERFKIT_COMMIT=$(git rev-parse HEAD) from the machine that sent the tree)
 #   --quick       pass --quick to `perfkit record` (small sweeps)
 #   --only STEP   run just one step: record | tests | bench | chapters
 #   --budget S    time budget of the record step in seconds (default 480 = 8 minutes); when it

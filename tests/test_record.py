@@ -289,3 +289,10 @@ def test_environment_versions():
     assert env["perfkit"] == perfkit.__version__
     commit = perfkit_commit()
     assert commit is None or (len(commit.removesuffix("-dirty")) == 40)
+
+
+def test_commit_can_be_given_by_the_environment(monkeypatch):
+    from perfkit.record import perfkit_commit
+
+    monkeypatch.setenv("PERFKIT_COMMIT", "0123abc")
+    assert perfkit_commit() == "0123abc"

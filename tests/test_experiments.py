@@ -156,3 +156,17 @@ def test_timer_validation_on_cpu_compares_perfkit_with_torch_timer():
     ratio = frame["perfkit_time_s"] / frame["torch_timer_s"] - 1
     assert (frame["perfkit_vs_torch_timer"] - ratio).abs().max() < 1e-12
     # How close the two timers are is a benchmark question (scripts/bench_kernels.py), not a unit test.
+
+
+def test_run_or_load_quick_env_labels_live_runs(monkeypatch):
+    from perfkit.experiments import Experiment
+
+    calls = []
+    fake = Experiment("fake_quick", lambda **kw: calls.append(kw) or pd.DataFrame({"time_s": [1.0]}), "fake", {})
+    monkeypatch.setitem(REGISTRY, "fake_quick", fake)
+    monkeypatch.setenv("PERFKIT_QUICK", "1")
+    frame, source = pk.run_or_load("fake_quick")
+    assert calls == [{"quick": True}] and source.startswith("live (quick sweep) on ")
+    monkeypatch.delenv("PERFKIT_QUICK")
+    frame, source = pk.run_or_load("fake_quick")
+    assert calls[-1] == {} and source.startswith("live on ")

@@ -82,17 +82,23 @@ def run_or_load(name: str, *, device: str | None = None, **kwargs) -> tuple[pd.D
     ``"live on <device>, <date>"``, ``"recorded on <device> on <date>"``, or, when neither is
     possible, ``(None, <why>)`` so the chapter can say plainly that no recording exists yet.
     ``device`` picks a recording (a device slug or name); extra keyword arguments go to the experiment.
+    With the environment variable ``PERFKIT_QUICK=1``, live runs use the experiments' quick sweeps
+    (for fast checks on a GPU); their label says so.
     """
     import datetime
+    import os
 
     from .. import data
     from ..devices import current_device
 
     exp = get(name)
     if not missing_needs(exp):
+        quick = os.environ.get("PERFKIT_QUICK", "") == "1"
+        if quick:
+            kwargs.setdefault("quick", True)
         frame = exp(**kwargs)
         when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
-        return frame, f"live on {current_device().label}, {when}"
+        return frame, f"live{' (quick sweep)' if kwargs.get('quick') else ''} on {current_device().label}, {when}"
     try:
         frame = data.load(name, device=device)
     except LookupError:

@@ -64,9 +64,8 @@ def _info() -> int:
 
 def _list(data: str | None) -> int:
     from .data import data_root, recordings
-    from .record import _registry
+    from .experiments import REGISTRY as registry
 
-    registry = _registry()
     print("experiments:")
     if not registry:
         print("  (none registered)")
@@ -90,9 +89,9 @@ def _raise_interrupt(signum, frame):  # SIGTERM → KeyboardInterrupt, so a reco
 
 
 def _record(args: argparse.Namespace) -> int:
-    from .record import RecordingFailed, _registry, archive, record
+    from .experiments import REGISTRY as registry
+    from .record import RecordingFailed, archive, record
 
-    registry = _registry()
     unknown = [n for n in args.experiments if n not in registry]
     if unknown:
         print(f"perfkit record: unknown experiment(s) {', '.join(map(repr, unknown))}; "
@@ -110,9 +109,6 @@ def _record(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"perfkit record: {e}", file=sys.stderr)
         return 2
-    except ImportError as e:
-        print(f"perfkit record: {e}", file=sys.stderr)
-        return 1
     except RecordingFailed as e:
         print(f"perfkit record: {e}", file=sys.stderr)
         code = 1

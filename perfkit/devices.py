@@ -273,6 +273,11 @@ def _cuda_spec() -> DeviceSpec:
     )
 
 
+def cpu_name() -> str:
+    """This CPU's label, e.g. ``'CPU (x86_64, 2 cores)'`` (no measurement; instant)."""
+    return f"CPU ({platform.machine() or 'unknown'}, {os.cpu_count()} cores)"
+
+
 def _cpu_spec() -> DeviceSpec:
     cores = os.cpu_count()
     try:
@@ -285,7 +290,7 @@ def _cpu_spec() -> DeviceSpec:
         mem = None
     peaks, peak_src = _measure_peaks("cpu")
     bw, bw_src = _measure_copy_bandwidth("cpu")
-    name = f"CPU ({platform.machine() or 'unknown'}, {cores} cores)"
+    name = cpu_name()
     return DeviceSpec(
         name=name, kind="cpu", sms=cores, mem_bandwidth=bw, l2_bytes=l2, memory_bytes=mem,
         peaks=peaks,

@@ -180,37 +180,14 @@ def _unmet(exp) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Registry
-
-
-_WARNED: set[str] = set()
-
-
-def _registry(strict: bool = False) -> dict:
-    """The experiment registry, with every experiment module imported.
-
-    An experiment module that fails to import raises with ``strict=True``; otherwise a warning is
-    printed and the experiments registered so far are returned.
-    """
-    from . import experiments
-
-    try:
-        experiments._load_all()
-    except ImportError as e:
-        if strict:
-            raise ImportError(f"some experiment modules could not be imported, so not every experiment "
-                              f"can be recorded: {e}") from e
-        if str(e) not in _WARNED:  # once per process
-            _WARNED.add(str(e))
-            print(f"perfkit: warning: some experiment modules could not be imported ({e}); "
-                  f"registered: {', '.join(experiments.REGISTRY) or 'none'}", file=sys.stderr)
-    return experiments.REGISTRY
+# Registry (every experiment module is imported with perfkit itself)
 
 
 def _resolve(names: str | Iterable[str] | None) -> list:
-    registry = _registry(strict=names is None)
+    from . import experiments
+
     if names is None:
-        return list(registry.values())
+        return list(experiments.REGISTRY.values())
     if isinstance(names, str):
         names = [names]
     try:
@@ -221,10 +198,9 @@ def _resolve(names: str | Iterable[str] | None) -> list:
     for name in names:
         if not isinstance(name, str):
             raise TypeError(f"experiments must hold experiment name strings, got {name!r}")
-        if name not in registry:
-            raise LookupError(f"unknown experiment {name!r}; registered: {', '.join(registry) or 'none'}")
-        if registry[name] not in chosen:
-            chosen.append(registry[name])
+        exp = experiments.get(name)  # LookupError naming the registered experiments
+        if exp not in chosen:
+            chosen.append(exp)
     return chosen
 
 
@@ -451,8 +427,7 @@ def record(experiments: str | Iterable[str] | None = None, out: str | os.PathLik
     see the module docstring. Returns the CSV paths of the completed recordings.
 
     Raises ``ValueError`` when this machine has no GPU and ``out`` is the repository's ``data/``,
-    ``LookupError`` for an unknown name, ``ImportError`` (with ``experiments=None``) when an
-    experiment module fails to import, :class:`RecordingFailed` (after the others ran) when an
+    ``LookupError`` for an unknown name, :class:`RecordingFailed` (after the others ran) when an
     experiment raised, and re-raises ``KeyboardInterrupt`` after saving what was measured.
     """
     from .devices import current_device

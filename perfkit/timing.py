@@ -52,8 +52,6 @@ import gc
 import inspect
 import math
 import numbers
-import os
-import platform
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -62,6 +60,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ._validate import one_of, positive_number
+from .devices import cpu_name
 
 #: Fewest and most samples :func:`bench` takes (``max_time_s`` may stop it below the minimum).
 MIN_SAMPLES = 10
@@ -248,11 +247,6 @@ def _default_label(fn) -> str:
     return name
 
 
-def _cpu_label() -> str:
-    # Same wording as perfkit.devices' CPU spec, without measuring the CPU's peaks.
-    return f"CPU ({platform.machine() or 'unknown'}, {os.cpu_count()} cores)"
-
-
 def bench(fn: Callable[[], Any], *, warmup: float = 0.025, rep: float = 0.1, flush_l2: bool = True,
           cuda_graph: bool = False, label: str | None = None, device: str = "auto",
           max_time_s: float = 10.0) -> Measurement:
@@ -315,7 +309,7 @@ def bench(fn: Callable[[], Any], *, warmup: float = 0.025, rep: float = 0.1, flu
         if cuda_graph:  # device="auto" on a machine without a GPU: run the same code on the CPU
             notes.append("cuda_graph=True ignored: no CUDA GPU, timed on the CPU")
         samples, calls, first = _bench_cpu(fn, warmup, rep, max_time_s)
-        dev_label = _cpu_label()
+        dev_label = cpu_name()
         flushed = False
         cuda_graph = False
 

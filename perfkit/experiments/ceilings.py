@@ -65,7 +65,6 @@ def ceiling_copy(*, device="auto", quick=False, progress=True, on_row=None) -> p
         src = torch.ones(nbytes, dtype=torch.uint8, device=device)
         dst = torch.empty_like(src)
         m = bench(lambda: dst.copy_(src), device=device, label=f"copy {nbytes / 2**20:.0f} MiB")
-        del src, dst
         return {"bytes": nbytes, "bytes_moved": 2 * nbytes, "time_s": m.median, "iqr_s": m.iqr,
                 "gbps": 2 * nbytes / m.median / 1e9}
 

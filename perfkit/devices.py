@@ -17,12 +17,10 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
-from .dtypes import DTYPES, canonical_dtype
+import psutil
 
-T = 1e12
-GB = 1e9
-MiB = 1 << 20
-GiB = 1 << 30
+from .dtypes import DTYPES, canonical_dtype
+from .units import GIGA, TERA, GiB, MiB
 
 
 @dataclass(frozen=True)
@@ -74,14 +72,14 @@ class DeviceSpec:
             ("kind", self.kind, ""),
             ("SMs" if self.kind == "gpu" else "cores", "unknown" if self.sms is None else str(self.sms),
              self.sources.get("sms", "")),
-            ("memory bandwidth", fmt(self.mem_bandwidth, "GB/s", GB), self.sources.get("mem_bandwidth", "")),
+            ("memory bandwidth", fmt(self.mem_bandwidth, "GB/s", GIGA), self.sources.get("mem_bandwidth", "")),
             ("L2 cache", fmt(self.l2_bytes, "MiB", MiB), self.sources.get("l2_bytes", "")),
             ("memory", fmt(self.memory_bytes, "GiB", GiB), self.sources.get("memory_bytes", "")),
         ]
         for d in DTYPES:
             if d in self.peaks:
                 obp = f", ops:byte {self.ops_per_byte(d):.1f}" if self.mem_bandwidth else ""
-                rows.append((f"peak {d}", f"{self.peaks[d] / T:,.1f} TFLOP/s{obp}", self.sources.get("peaks", "")))
+                rows.append((f"peak {d}", f"{self.peaks[d] / TERA:,.1f} TFLOP/s{obp}", self.sources.get("peaks", "")))
         w0 = max(len(r[0]) for r in rows)
         w1 = max(len(r[1]) for r in rows)
         return "\n".join(f"{a:<{w0}}  {b:<{w1}}  {c}".rstrip() for a, b, c in rows)
@@ -89,9 +87,9 @@ class DeviceSpec:
 
 def _gpu(name, sms, bw_gbs, l2_mib, mem_gb, peaks_tflops, source):
     return DeviceSpec(
-        name=name, kind="gpu", sms=sms, mem_bandwidth=bw_gbs * GB, l2_bytes=int(l2_mib * MiB),
-        memory_bytes=int(mem_gb * GB),
-        peaks={k: v * T for k, v in peaks_tflops.items()},
+        name=name, kind="gpu", sms=sms, mem_bandwidth=bw_gbs * GIGA, l2_bytes=int(l2_mib * MiB),
+        memory_bytes=int(mem_gb * GIGA),
+        peaks={k: v * TERA for k, v in peaks_tflops.items()},
         sources={k: source for k in ("sms", "mem_bandwidth", "l2_bytes", "memory_bytes", "peaks")},
     )
 
@@ -284,10 +282,7 @@ def _cpu_spec() -> DeviceSpec:
         l2 = os.sysconf("SC_LEVEL2_CACHE_SIZE") or None
     except (ValueError, OSError, AttributeError):
         l2 = None
-    try:
-        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        mem = None
+    mem = int(psutil.virtual_memory().total)
     peaks, peak_src = _measure_peaks("cpu")
     bw, bw_src = _measure_copy_bandwidth("cpu")
     name = cpu_name()
@@ -295,7 +290,7 @@ def _cpu_spec() -> DeviceSpec:
         name=name, kind="cpu", sms=cores, mem_bandwidth=bw, l2_bytes=l2, memory_bytes=mem,
         peaks=peaks,
         sources={"name": "this machine (no CUDA GPU found)", "sms": "os.cpu_count()",
-                 "l2_bytes": "sysconf", "memory_bytes": "sysconf",
+                 "l2_bytes": "sysconf", "memory_bytes": "psutil.virtual_memory()",
                  "mem_bandwidth": bw_src, "peaks": peak_src},
     )
 

@@ -11,7 +11,6 @@ TM×TN, one thread block each (``tile=(TM, TN)``: TM rows of M, TN columns of N)
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +19,7 @@ from .dtypes import itemsize
 
 __all__ = [
     "TileQuantization",
+    "cdiv",
     "WaveQuantization",
     "alignment",
     "is_aligned",
@@ -27,6 +27,14 @@ __all__ = [
     "tile_quantization",
     "wave_quantization",
 ]
+
+
+def cdiv(a, b):
+    """Ceiling division ``⌈a / b⌉`` of non-negative integers (NumPy integer arrays work too).
+
+    Exact for any size, unlike ``math.ceil(a / b)``, which goes through a float.
+    """
+    return -(-a // b)
 
 
 def alignment(dtype: Any, bytes: int = 16) -> int:
@@ -51,7 +59,7 @@ def is_aligned(dtype: Any, *dims: int, bytes: int = 16) -> bool:
 def pad_to_multiple(n: int, multiple: int) -> int:
     """The smallest multiple of ``multiple`` that is ≥ ``n`` (e.g. a vocabulary padded to 8)."""
     n, multiple = non_negative_int("n", n), positive_int("multiple", multiple)
-    return -(-n // multiple) * multiple
+    return cdiv(n, multiple) * multiple
 
 
 @dataclass(frozen=True)
@@ -71,7 +79,7 @@ def tile_quantization(M: int, N: int, tile: tuple[int, int]) -> TileQuantization
     """Tile quantization of an M×N GEMM output on ``tile=(TM, TN)`` tiles."""
     M, N = positive_int("M", M), positive_int("N", N)
     tm, tn = tile_pair("tile", tile)
-    tiles_m, tiles_n = math.ceil(M / tm), math.ceil(N / tn)
+    tiles_m, tiles_n = cdiv(M, tm), cdiv(N, tn)
     tiles = tiles_m * tiles_n
     return TileQuantization(M, N, (tm, tn), tiles_m, tiles_n, tiles, M * N / (tiles * tm * tn))
 
@@ -97,7 +105,7 @@ def wave_quantization(M: int, N: int, tile: tuple[int, int], sms: int, blocks_pe
     tq = tile_quantization(M, N, tile)
     sms, blocks_per_sm = positive_int("sms", sms), positive_int("blocks_per_sm", blocks_per_sm)
     wave_size = sms * blocks_per_sm
-    waves = math.ceil(tq.tiles / wave_size)
+    waves = cdiv(tq.tiles, wave_size)
     return WaveQuantization(
         M=tq.M, N=tq.N, tile=tq.tile, sms=sms, blocks_per_sm=blocks_per_sm, tiles=tq.tiles,
         wave_size=wave_size, waves=waves, last_wave_tiles=tq.tiles - (waves - 1) * wave_size,

@@ -11,13 +11,12 @@ Units: FLOP, bytes, seconds, FLOP/s, bytes/s.
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ._validate import positive_int
+from ._validate import non_negative_number, positive_int, positive_number
 from .devices import DeviceSpec
 from .dtypes import canonical_dtype, itemsize
 
@@ -31,15 +30,6 @@ __all__ = [
     "nvidia_example_operations",
     "roofline_time",
 ]
-
-
-def _non_negative_number(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a non-negative number, got {value!r} ({type(value).__name__})")
-    v = float(value)
-    if not 0 <= v < float("inf"):
-        raise ValueError(f"{name} must be a non-negative finite number, got {value}")
-    return v
 
 
 def _bandwidth(spec: DeviceSpec) -> float:
@@ -80,8 +70,8 @@ class Operation:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
             raise TypeError(f"name must be a string, got {self.name!r}")
-        _non_negative_number("flops", self.flops)
-        if _non_negative_number("bytes", self.bytes) == 0:
+        non_negative_number("flops", self.flops)
+        if non_negative_number("bytes", self.bytes) == 0:
             raise ValueError("bytes must be > 0: an operation that moves no data has no intensity")
 
     @property
@@ -101,8 +91,8 @@ def roofline_time(flops: float, bytes: float, spec: DeviceSpec, dtype: Any) -> t
     Time is ``max(flops / peak_flops(dtype), bytes / mem_bandwidth)``: math and memory traffic are
     assumed to overlap perfectly. A tie counts as ``'math'``.
     """
-    flops = _non_negative_number("flops", flops)
-    nbytes = _non_negative_number("bytes", bytes)
+    flops = non_negative_number("flops", flops)
+    nbytes = non_negative_number("bytes", bytes)
     math_s = flops / spec.peak_flops(dtype)
     memory_s = nbytes / _bandwidth(spec)
     return (math_s, "math") if math_s >= memory_s else (memory_s, "memory")
@@ -115,9 +105,7 @@ def attainable_flops(intensity, spec: DeviceSpec, dtype: Any):
     """
     peak, bw = spec.peak_flops(dtype), _bandwidth(spec)
     if np.ndim(intensity) == 0:
-        if isinstance(intensity, bool) or not isinstance(intensity, numbers.Real) or not intensity > 0:
-            raise ValueError(f"intensity must be a positive number of FLOP per byte, got {intensity!r}")
-        return min(peak, float(intensity) * bw)
+        return min(peak, positive_number("intensity", intensity) * bw)
     x = np.asarray(intensity, dtype=float)
     if not np.all(x > 0):
         raise ValueError("intensity must hold only positive numbers of FLOP per byte")

@@ -10,9 +10,9 @@ Every function returns a dict of phase name → ``(M, N, K)`` tuple of ints.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
-from ._validate import non_negative_int, one_of, positive_int
+from ._validate import int_or_pair, non_negative_int, one_of, positive_int
 
 __all__ = ["RNN_GATES", "conv_gemms", "conv_output_size", "linear_gemms", "rnn_gemms"]
 
@@ -33,16 +33,6 @@ def linear_gemms(batch: int, in_features: int, out_features: int) -> dict[str, G
     return {"forward": (o, b, i), "dgrad": (i, b, o), "wgrad": (i, o, b)}
 
 
-def _pair(name: str, value: Any, check: Callable[[str, Any], int]) -> tuple[int, int]:
-    """An int or an ``(h, w)`` pair, each checked by ``check``."""
-    if isinstance(value, (tuple, list)):
-        if len(value) != 2:
-            raise ValueError(f"{name} must be an integer or an (h, w) pair, got {value!r}")
-        return check(f"{name}[0]", value[0]), check(f"{name}[1]", value[1])
-    v = check(name, value)
-    return v, v
-
-
 def conv_output_size(H: int, W: int, R: int, S: int, stride: Any = 1, padding: Any = 0,
                      dilation: Any = 1) -> tuple[int, int]:
     """Output height and width ``(P, Q)`` of a convolution.
@@ -53,9 +43,9 @@ def conv_output_size(H: int, W: int, R: int, S: int, stride: Any = 1, padding: A
     """
     H, W = positive_int("H", H), positive_int("W", W)
     R, S = positive_int("R", R), positive_int("S", S)
-    sh, sw = _pair("stride", stride, positive_int)
-    ph, pw = _pair("padding", padding, non_negative_int)
-    dh, dw = _pair("dilation", dilation, positive_int)
+    sh, sw = int_or_pair("stride", stride, positive_int)
+    ph, pw = int_or_pair("padding", padding, non_negative_int)
+    dh, dw = int_or_pair("dilation", dilation, positive_int)
     out = []
     for axis, size, f, s, p, d, fname in (("P", H, R, sh, ph, dh, "R"), ("Q", W, S, sw, pw, dw, "S")):
         eff = d * (f - 1) + 1

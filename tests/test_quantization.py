@@ -75,3 +75,55 @@ def test_wave_quantization_figure_3_and_blocks_per_sm():
 def test_bad_arguments(kwargs, exc, match):
     with pytest.raises(exc, match=match):
         wave_quantization(**kwargs)
+
+
+# ------------------------------------------------------------------------------------ properties
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from perfkit.quantization import cdiv  # noqa: E402
+
+sizes = st.integers(1, 100_000)
+tile_sides = st.sampled_from([1, 8, 16, 32, 64, 128, 256, 3, 100])
+
+
+@given(st.integers(0, 10**30), st.integers(1, 10**12))
+def test_cdiv_is_exact_ceiling_division(a, b):
+    q = cdiv(a, b)
+    assert q * b >= a > (q - 1) * b or (a == 0 and q == 0)
+
+
+@given(st.integers(0, 10**9), st.integers(1, 4096))
+def test_pad_to_multiple_is_the_next_multiple(n, multiple):
+    p = pad_to_multiple(n, multiple)
+    assert p % multiple == 0 and n <= p < n + multiple
+
+
+@settings(max_examples=300)
+@given(sizes, sizes, tile_sides, tile_sides, st.integers(1, 200), st.integers(1, 4))
+def test_tiles_and_waves_cover_the_output_exactly(M, N, tm, tn, sms, blocks_per_sm):
+    tq = tile_quantization(M, N, (tm, tn))
+    # Just enough tiles along each side: one fewer would leave rows or columns uncovered.
+    assert tq.tiles_m * tm >= M > (tq.tiles_m - 1) * tm
+    assert tq.tiles_n * tn >= N > (tq.tiles_n - 1) * tn
+    assert tq.tiles == tq.tiles_m * tq.tiles_n and 0 < tq.efficiency <= 1
+    wq = wave_quantization(M, N, (tm, tn), sms, blocks_per_sm)
+    assert wq.tiles == tq.tiles and wq.wave_size == sms * blocks_per_sm
+    assert wq.waves * wq.wave_size >= wq.tiles > (wq.waves - 1) * wq.wave_size
+    assert 1 <= wq.last_wave_tiles <= wq.wave_size
+    assert (wq.waves - 1) * wq.wave_size + wq.last_wave_tiles == wq.tiles
+    assert 0 < wq.utilization <= 1 and (wq.utilization == 1) == (wq.tiles % wq.wave_size == 0)
+
+
+@given(sizes, sizes, tile_sides, tile_sides)
+def test_whole_tiles_are_fully_efficient(M, N, tm, tn):
+    assert (tile_quantization(M, N, (tm, tn)).efficiency == 1) == (M % tm == 0 and N % tn == 0)
+
+
+@given(st.sampled_from(["float64", "float32", "tf32", "float16", "bfloat16", "float8", "int8"]),
+       st.lists(st.integers(1, 10**6), min_size=1, max_size=4))
+def test_is_aligned_means_multiples_of_16_bytes(dtype, dims):
+    from perfkit.dtypes import itemsize
+
+    assert is_aligned(dtype, *dims) == all(d * itemsize(dtype) % 16 == 0 for d in dims)

@@ -1,8 +1,12 @@
+"""perfkit.gemm_model: worked examples from NVIDIA's guide, and properties over many random GEMMs."""
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perfkit.devices import KNOWN_DEVICES, device_spec
-from perfkit.model import CANDIDATE_TILES, TILE_EFFICIENCY, GemmPrediction, explain_gemm, predict_gemm_time
+from perfkit.gemm_model import CANDIDATE_TILES, TILE_SHAPE_FACTORS, GemmPrediction, explain_gemm, predict_gemm_time
 from perfkit.quantization import wave_quantization
 from perfkit.roofline import gemm_bytes, gemm_flops, roofline_time
 
@@ -43,11 +47,13 @@ def test_explain_fields_and_consistency():
     assert p.bound == "math" and not p.aligned
     assert p.floor_s == roofline_time(gemm_flops(2304, 1537, 4096), gemm_bytes(2304, 1537, 4096, "float16"),
                                       A100, "float16")[0]
-    assert p.math_s == pytest.approx(2 * 2 * 256 * 128 * 4096 / (312e12 / 108))
-    assert p.memory_s == pytest.approx(gemm_bytes(2304, 1537, 4096, "float16") / 2039e9)
-    assert p.predicted_s == pytest.approx(max(p.math_s, p.memory_s) + 3e-6)
     assert p.predicted_s == predict_gemm_time(2304, 1537, 4096, "float16", A100, TILE)
-    assert explain_gemm(2304, 1536, 4096, "float16", A100, TILE).aligned
+    # 2304×1536 is exactly 108 full 256×128 tiles: one full wave runs at the datasheet peak ...
+    full = explain_gemm(2304, 1536, 4096, "float16", A100, TILE)
+    assert full.aligned and full.waves == 1 and full.utilization == 1.0
+    assert full.math_s == pytest.approx(gemm_flops(2304, 1536, 4096) / 312e12)
+    # ... and one more column costs a whole second wave.
+    assert p.math_s == pytest.approx(2 * full.math_s)
 
 
 def test_overhead_blocks_per_sm_and_memory_bound():
@@ -60,18 +66,26 @@ def test_overhead_blocks_per_sm_and_memory_bound():
     assert p.bound == "memory" and p.predicted_s == pytest.approx(p.memory_s + 3e-6)
 
 
-def test_tile_efficiency_table_and_override():
+def test_shape_factor_table_and_override():
     assert CANDIDATE_TILES[:2] == ((256, 128), (128, 256)) and CANDIDATE_TILES[-1] == (64, 64)
-    assert TILE_EFFICIENCY[(256, 128)] == 1.0 > TILE_EFFICIENCY[(128, 128)] > TILE_EFFICIENCY[(64, 64)]
+    assert TILE_SHAPE_FACTORS[(256, 128)] == 1.0 > TILE_SHAPE_FACTORS[(128, 128)] > TILE_SHAPE_FACTORS[(64, 64)]
     p = explain_gemm(4096, 4096, 4096, "float16", A100, (128, 128))
-    assert p.shape_efficiency == TILE_EFFICIENCY[(128, 128)]
-    assert explain_gemm(4096, 4096, 4096, "float16", A100, (32, 32)).shape_efficiency == 1.0
-    q = explain_gemm(4096, 4096, 4096, "float16", A100, (32, 32), tile_efficiency={(32, 32): 0.5})
-    assert q.shape_efficiency == 0.5
-    r = explain_gemm(4096, 4096, 4096, "float16", A100, tile_efficiency={(64, 64): 1.0})
+    assert p.shape_factor == TILE_SHAPE_FACTORS[(128, 128)]
+    assert explain_gemm(4096, 4096, 4096, "float16", A100, (32, 32)).shape_factor == 1.0
+    q = explain_gemm(4096, 4096, 4096, "float16", A100, (32, 32), shape_factors={(32, 32): 0.5})
+    assert q.shape_factor == 0.5 and q.math_s == pytest.approx(2 * explain_gemm(4096, 4096, 4096, "float16",
+                                                                                 A100, (32, 32)).math_s)
+    r = explain_gemm(4096, 4096, 4096, "float16", A100, shape_factors={(64, 64): 1.0})
     assert r.tile == (64, 64)  # the table given is the candidate list
-    with pytest.raises(ValueError, match=r"tile_efficiency\[\(64, 64\)\] must be a number in \(0, 1\]"):
-        explain_gemm(64, 64, 64, "float16", A100, tile_efficiency={(64, 64): 1.5})
+    with pytest.raises(ValueError, match=r"shape_factors\[\(64, 64\)\] must be a number in \(0, 1\]"):
+        explain_gemm(64, 64, 64, "float16", A100, shape_factors={(64, 64): 1.5})
+
+
+def test_old_name_of_the_table_still_works_with_a_warning():
+    import perfkit as pk
+
+    with pytest.warns(DeprecationWarning, match="TILE_SHAPE_FACTORS"):
+        assert pk.TILE_EFFICIENCY is TILE_SHAPE_FACTORS
 
 
 def test_auto_tile_picks_nvidia_figure_5_shape():
@@ -80,33 +94,58 @@ def test_auto_tile_picks_nvidia_figure_5_shape():
     assert p.tile == (256, 128) and p.waves == 4 and p.utilization == 1.0
 
 
-def _random_cases(n, seed=20261122):
-    rng = np.random.default_rng(seed)
-    devices = [d for d in KNOWN_DEVICES.values()]
-    for _ in range(n):
-        spec = devices[rng.integers(len(devices))]
-        dtypes = list(spec.peaks)
-        dtype = dtypes[rng.integers(len(dtypes))]
-        M, N, K = (int(x) for x in np.exp(rng.uniform(0, np.log(20000), 3)).round().clip(1))
-        yield M, N, K, dtype, spec
+DEVICES = list(KNOWN_DEVICES.values())
+dims = st.integers(1, 20000)
 
 
-def test_never_faster_than_the_roofline():
-    for M, N, K, dtype, spec in _random_cases(400):
-        floor = roofline_time(gemm_flops(M, N, K), gemm_bytes(M, N, K, dtype), spec, dtype)[0]
-        for tile in (None, (256, 128), (64, 64), (16, 8)):
-            for overhead in (0.0, 3e-6):
-                p = explain_gemm(M, N, K, dtype, spec, tile, launch_overhead_s=overhead)
-                assert p.floor_s == floor
-                assert p.predicted_s >= floor, (M, N, K, dtype, spec.name, tile)
-                assert p.math_s >= gemm_flops(M, N, K) / spec.peak_flops(dtype)
-                assert 0 < p.utilization <= 1 and 0 < p.tile_efficiency <= 1
+@st.composite
+def gemms(draw):
+    """A random GEMM on a random known device, in a dtype that device has a peak for."""
+    spec = draw(st.sampled_from(DEVICES))
+    return draw(dims), draw(dims), draw(dims), draw(st.sampled_from(list(spec.peaks))), spec
 
 
-def test_auto_tile_never_slower_than_any_candidate():
-    for M, N, K, dtype, spec in _random_cases(200, seed=7):
-        auto = predict_gemm_time(M, N, K, dtype, spec)
-        assert auto == min(predict_gemm_time(M, N, K, dtype, spec, tile) for tile in CANDIDATE_TILES)
+tiles = st.sampled_from([None, (256, 128), (64, 64), (16, 8), (128, 256)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(gemms(), tiles, st.sampled_from([0.0, 3e-6]))
+def test_never_faster_than_the_roofline(gemm, tile, overhead):
+    M, N, K, dtype, spec = gemm
+    p = explain_gemm(M, N, K, dtype, spec, tile, launch_overhead_s=overhead)
+    floor = roofline_time(gemm_flops(M, N, K), gemm_bytes(M, N, K, dtype), spec, dtype)[0]
+    assert p.floor_s == floor and p.predicted_s >= floor
+    assert p.math_s >= gemm_flops(M, N, K) / spec.peak_flops(dtype)
+    assert 0 < p.utilization <= 1 and 0 < p.tile_efficiency <= 1
+    assert p.bound == ("math" if p.math_s >= p.memory_s else "memory")
+
+
+@settings(max_examples=200, deadline=None)
+@given(gemms(), tiles, st.sampled_from(["M", "N", "K"]), st.integers(1, 5000))
+def test_more_work_never_takes_less_time(gemm, tile, axis, extra):
+    M, N, K, dtype, spec = gemm
+    bigger = dict(M=M, N=N, K=K)
+    bigger[axis] += extra
+    before = predict_gemm_time(M, N, K, dtype, spec, tile)
+    assert predict_gemm_time(dtype=dtype, spec=spec, tile=tile, **bigger) >= before
+
+
+@settings(max_examples=150, deadline=None)
+@given(gemms())
+def test_auto_tile_is_the_fastest_candidate(gemm):
+    M, N, K, dtype, spec = gemm
+    auto = explain_gemm(M, N, K, dtype, spec)
+    assert auto.tile in CANDIDATE_TILES
+    assert auto.predicted_s == min(predict_gemm_time(M, N, K, dtype, spec, t) for t in CANDIDATE_TILES)
+
+
+@settings(max_examples=150, deadline=None)
+@given(gemms())
+def test_aligned_means_every_dimension_is_a_multiple_of_16_bytes(gemm):
+    M, N, K, dtype, spec = gemm
+    from perfkit.quantization import is_aligned
+
+    assert explain_gemm(M, N, K, dtype, spec, (128, 128)).aligned == is_aligned(dtype, M, N, K)
 
 
 @pytest.mark.parametrize("kwargs, exc, match", [
@@ -117,7 +156,7 @@ def test_auto_tile_never_slower_than_any_candidate():
     (dict(tile=(256, 0)), ValueError, r"tile\[1\] must be a positive integer"),
     (dict(tile=256), TypeError, "tile must be a pair"),
     (dict(blocks_per_sm=0), ValueError, "blocks_per_sm must be a positive integer"),
-    (dict(launch_overhead_s=-1), ValueError, "launch_overhead_s must be a non-negative"),
+    (dict(launch_overhead_s=-1), ValueError, "launch_overhead_s must be a finite number of seconds"),
     (dict(spec="A100"), TypeError, "spec must be a DeviceSpec"),
 ])
 def test_bad_arguments(kwargs, exc, match):

@@ -24,7 +24,7 @@ requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 
 @quiet
 def test_sleep_of_known_duration_gives_that_median():
-    m = bench(lambda: time.sleep(0.003), rep=0.06, warmup=0.0, device="cpu", label="sleep 3 ms")
+    m = bench(lambda: time.sleep(0.003), rep_s=0.06, warmup_s=0.0, device="cpu", label="sleep 3 ms")
     # time.sleep never returns early; on a loaded machine it may return a little late.
     assert 0.003 <= m.median < 0.008
     assert m.device.startswith("CPU")
@@ -35,7 +35,7 @@ def test_sleep_of_known_duration_gives_that_median():
 
 @quiet
 def test_short_function_is_timed_in_blocks_of_calls():
-    m = bench(lambda: None, rep=0.02, warmup=0.0, device="cpu")
+    m = bench(lambda: None, rep_s=0.02, warmup_s=0.0, device="cpu")
     assert m.calls_per_sample > 1
     assert 0 < m.median < 1e-5
     assert "blocks of" in repr(m)
@@ -45,7 +45,7 @@ def test_short_function_is_timed_in_blocks_of_calls():
 def test_auto_device_without_gpu_times_on_the_cpu():
     if HAS_CUDA:
         pytest.skip("a GPU is visible: 'auto' picks CUDA")
-    m = bench(lambda: time.sleep(0.001), rep=0.02, cuda_graph=True)
+    m = bench(lambda: time.sleep(0.001), rep_s=0.02, cuda_graph=True)
     assert m.device.startswith("CPU") and not m.cuda_graph
     assert any("cuda_graph=True ignored" in w for w in m.warnings)
 
@@ -57,7 +57,7 @@ def test_median_resists_outliers():
     def sometimes_slow():
         time.sleep(0.010 if next(calls) % 5 == 0 else 0.001)
 
-    m = bench(sometimes_slow, rep=0.06, warmup=0.0, device="cpu")
+    m = bench(sometimes_slow, rep_s=0.06, warmup_s=0.0, device="cpu")
     assert m.median < 0.003 and m.mean > 1.5 * m.median
 
 
@@ -69,7 +69,7 @@ def test_noisy_function_warns():
         time.sleep(0.001 if state["i"] % 2 else 0.004)
 
     with pytest.warns(NoiseWarning, match="IQR"):
-        m = bench(alternating, rep=0.06, warmup=0.0, device="cpu", label="alternating")
+        m = bench(alternating, rep_s=0.06, warmup_s=0.0, device="cpu", label="alternating")
     assert m.noise > 0.25
     assert any("> 25 %" in w for w in m.warnings)
     assert "[noisy]" in repr(m)
@@ -78,7 +78,7 @@ def test_noisy_function_warns():
 @quiet
 def test_max_time_s_caps_the_samples_with_a_warning():
     with pytest.warns(UserWarning, match="max_time_s"):
-        m = bench(lambda: time.sleep(0.01), rep=1.0, warmup=0.0, max_time_s=0.03, device="cpu")
+        m = bench(lambda: time.sleep(0.01), rep_s=1.0, warmup_s=0.0, max_time_s=0.03, device="cpu")
     assert 1 <= m.n < MIN_SAMPLES
     assert any("only" in w for w in m.warnings)
 
@@ -91,7 +91,7 @@ def test_first_call_is_not_a_sample():
         state["n"] += 1
         time.sleep(0.05 if state["n"] == 1 else 0.001)
 
-    m = bench(slow_first, rep=0.02, warmup=0.0, device="cpu")
+    m = bench(slow_first, rep_s=0.02, warmup_s=0.0, device="cpu")
     assert m.samples.max() < 0.04
     assert m.first_call_s >= 0.05
 
@@ -110,12 +110,12 @@ def test_fn_needing_arguments_is_a_type_error():
 
 
 @pytest.mark.parametrize("kwargs, exc, name", [
-    ({"warmup": -1}, ValueError, "warmup"),
-    ({"warmup": "1"}, TypeError, "warmup"),
-    ({"warmup": float("nan")}, ValueError, "warmup"),
-    ({"rep": 0}, ValueError, "rep"),
-    ({"rep": -0.1}, ValueError, "rep"),
-    ({"rep": None}, TypeError, "rep"),
+    ({"warmup_s": -1}, ValueError, "warmup_s"),
+    ({"warmup_s": "1"}, TypeError, "warmup_s"),
+    ({"warmup_s": float("nan")}, ValueError, "warmup_s"),
+    ({"rep_s": 0}, ValueError, "rep_s"),
+    ({"rep_s": -0.1}, ValueError, "rep_s"),
+    ({"rep_s": None}, TypeError, "rep_s"),
     ({"max_time_s": 0}, ValueError, "max_time_s"),
     ({"flush_l2": "yes"}, TypeError, "flush_l2"),
     ({"cuda_graph": 1}, TypeError, "cuda_graph"),
@@ -127,6 +127,13 @@ def test_fn_needing_arguments_is_a_type_error():
 def test_bad_arguments_name_the_parameter(kwargs, exc, name):
     with pytest.raises(exc, match=name):
         bench(lambda: None, **kwargs)
+
+
+@pytest.mark.parametrize("old", ["warmup", "rep"])
+def test_millisecond_style_names_are_refused(old):
+    # warmup_s and rep_s are seconds; Triton's do_bench(warmup=, rep=) are milliseconds.
+    with pytest.raises(TypeError, match=f"unexpected keyword argument '{old}'"):
+        bench(lambda: None, device="cpu", **{old: 1})
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="a GPU is visible")

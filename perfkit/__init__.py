@@ -7,10 +7,11 @@ The public API, by concept (one module each):
 - roofline: :func:`arithmetic_intensity`, :func:`roofline_time`, :func:`plot_roofline`, …
 - quantization: :func:`alignment`, :func:`pad_to_multiple`, :func:`tile_quantization`, :func:`wave_quantization`
 - shapes (layer → GEMM): :func:`linear_gemms`, :func:`conv_gemms`, :func:`rnn_gemms`
-- model: :func:`predict_gemm_time`, :func:`explain_gemm`
+- gemm_model: :func:`predict_gemm_time`, :func:`explain_gemm`
 - timing: :func:`bench`, :class:`Measurement`
 - kernels: :func:`tiled_matmul` (Triton, forced tiles)
-- experiments and data: :func:`run_or_load`, :mod:`perfkit.experiments`, :mod:`perfkit.data`
+- experiments, data and provenance: :mod:`perfkit.experiments`, :mod:`perfkit.data`,
+  :func:`run_or_load`, :func:`source_of`, :func:`caption`
 - figures and widgets: :mod:`perfkit.plots`, :func:`roofline_explorer`, :func:`gemm_explorer`
 
 Units everywhere: seconds, bytes, FLOP/s, bytes/s.
@@ -18,29 +19,26 @@ Units everywhere: seconds, bytes, FLOP/s, bytes/s.
 
 from __future__ import annotations
 
-import datetime as _dt
+import importlib as _importlib
+import warnings as _warnings
 
-from . import data, experiments
+from . import data, experiments, provenance
+from ._version import __version__
 from .devices import KNOWN_DEVICES, DeviceSpec, current_device, device_spec, match_driver_name
 from .dtypes import DTYPES, canonical_dtype, itemsize, torch_dtype
-from .experiments import REGISTRY, run_or_load
+from .experiments import REGISTRY
+from .gemm_model import (CANDIDATE_TILES, TILE_SHAPE_FACTORS, GemmPrediction, explain_gemm, predict_gemm_time,
+                         prediction_error)
 from .kernels import tiled_matmul, triton_mode
-from .model import CANDIDATE_TILES, TILE_EFFICIENCY, GemmPrediction, explain_gemm, predict_gemm_time, prediction_error
-from .quantization import alignment, pad_to_multiple, tile_quantization, wave_quantization
+from .provenance import Source, caption, live_source, run_or_load, source_of
+from .quantization import alignment, cdiv, pad_to_multiple, tile_quantization, wave_quantization
 from .record import archive, record
 from .roofline import (Operation, arithmetic_intensity, attainable_flops, gemm_bytes, gemm_flops, gemm_operation,
                        nvidia_example_operations, roofline_time)
 from .shapes import RNN_GATES, conv_gemms, conv_output_size, linear_gemms, rnn_gemms
 from .timing import Measurement, NoiseWarning, bench, to_gbps, to_tflops
 
-__version__ = "0.1.0"
-
-experiments._load_all()
-
-
-def live_source() -> str:
-    """The label of a figure measured now on this machine: ``"live on <device>, <YYYY-MM-DD>"``."""
-    return f"live on {current_device().label}, {_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d}"
+_RENAMED = {"TILE_EFFICIENCY": "TILE_SHAPE_FACTORS"}
 
 
 def plot_roofline(*args, **kwargs):
@@ -64,9 +62,10 @@ def gemm_explorer(*args, **kwargs):
     return _w(*args, **kwargs)
 
 
-def __getattr__(name: str):  # plots and widgets load matplotlib / ipywidgets only when asked for
-    if name in ("plots", "widgets"):
-        import importlib
-
-        return importlib.import_module(f".{name}", __name__)
+def __getattr__(name: str):
+    if name in ("plots", "widgets"):  # matplotlib and ipywidgets load only when asked for
+        return _importlib.import_module(f".{name}", __name__)
+    if name in _RENAMED:
+        _warnings.warn(f"perfkit.{name} is now perfkit.{_RENAMED[name]}", DeprecationWarning, stacklevel=2)
+        return globals()[_RENAMED[name]]
     raise AttributeError(f"module 'perfkit' has no attribute {name!r}")

@@ -39,7 +39,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _info() -> int:
     from .devices import current_device
-    from .record import environment
+    from .environment import environment
 
     spec = current_device()
     print(spec.describe())
@@ -64,7 +64,7 @@ def _info() -> int:
 
 def _list(data: str | None) -> int:
     from .data import data_root, recordings
-    from .experiments import REGISTRY as registry
+    from .experiments.registry import REGISTRY as registry
 
     print("experiments:")
     if not registry:
@@ -89,7 +89,7 @@ def _raise_interrupt(signum, frame):  # SIGTERM → KeyboardInterrupt, so a reco
 
 
 def _record(args: argparse.Namespace) -> int:
-    from .experiments import REGISTRY as registry
+    from .experiments.registry import REGISTRY as registry
     from .record import RecordingFailed, archive, record
 
     unknown = [n for n in args.experiments if n not in registry]

@@ -12,7 +12,8 @@ rerun, see :mod:`perfkit.record`) are never read.
 
 The data root is, in order: the ``root`` argument, the ``PERFKIT_DATA`` environment variable, the
 ``data/`` folder beside the ``perfkit`` package (the repository's ``data/``). A CSV without its JSON
-is refused: data without metadata is not trusted.
+is refused: data without metadata is not trusted. A loaded frame carries its metadata in
+``frame.attrs["meta"]``; :func:`perfkit.source_of` turns it into the figure label.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import pandas as pd
+
+from ._validate import folder
+from .devices import KNOWN_DEVICES, match_driver_name
 
 #: Columns of :func:`recordings`.
 RECORDING_COLUMNS: tuple[str, ...] = (
@@ -53,16 +57,15 @@ def repo_data_dir() -> Path:
 def data_root(root: str | os.PathLike | None = None) -> Path:
     """The folder recordings are read from: ``root``, else ``$PERFKIT_DATA``, else :func:`repo_data_dir`."""
     if root is not None:
-        if not isinstance(root, (str, os.PathLike)):
-            raise TypeError(f"root must be a folder path (str or os.PathLike) or None, got {root!r}")
-        return Path(root)
+        return folder("root", root)
     env = os.environ.get("PERFKIT_DATA")
     if env:
         return Path(env)
     return repo_data_dir()
 
 
-def _read_meta(path: Path) -> dict[str, Any]:
+def read_meta(path: str | os.PathLike) -> dict[str, Any]:
+    """A recording's metadata JSON as a dict; ``ValueError`` if it is not a JSON object."""
     try:
         with open(path, encoding="utf-8") as f:
             meta = json.load(f)
@@ -90,7 +93,7 @@ def recordings(root: str | os.PathLike | None = None) -> pd.DataFrame:
             if not csv_path.is_file():
                 continue
             try:
-                meta = _read_meta(meta_path)
+                meta = read_meta(meta_path)
             except (OSError, ValueError):
                 continue  # not a recording's metadata
             found.append({
@@ -118,8 +121,6 @@ def _matches_device(device: str, slug: str, device_name: Any) -> bool:
         return False
     if wanted == slug:
         return True
-    from .devices import KNOWN_DEVICES, match_driver_name
-
     entry = {device_slug(k): k for k in KNOWN_DEVICES}.get(wanted)  # a table name such as "H100-SXM"
     return entry is not None and isinstance(device_name, str) and match_driver_name(device_name) == entry
 
@@ -182,7 +183,7 @@ def load(experiment: str, device: Any = None, root: str | os.PathLike | None = N
             ) from None
         raise
     csv_path = Path(row["path"])
-    meta = _read_meta(csv_path.with_suffix(".json"))
+    meta = read_meta(csv_path.with_suffix(".json"))
     try:
         df = pd.read_csv(csv_path)
     except pd.errors.EmptyDataError:  # interrupted before the first row
@@ -198,23 +199,3 @@ def has_recording(experiment: str, device: Any = None, root: str | os.PathLike |
     except LookupError:
         return False
     return True
-
-
-def describe_source(meta: Mapping[str, Any] | pd.DataFrame) -> str:
-    """The figure label for a recording: ``"recorded on <device_name> on <YYYY-MM-DD>"``.
-
-    ``meta`` is a recording's metadata dict, or a DataFrame from :func:`load` (its
-    ``attrs["meta"]``). `` (incomplete)`` is appended to an interrupted recording's label.
-    """
-    if isinstance(meta, pd.DataFrame):
-        if "meta" not in meta.attrs:
-            raise ValueError("meta is a DataFrame without attrs['meta']; pass one returned by perfkit.data.load")
-        meta = meta.attrs["meta"]
-    if not isinstance(meta, Mapping):
-        raise TypeError(f"meta must be a recording's metadata dict or a DataFrame from load(), got {type(meta).__name__}")
-    name = meta.get("device_name") or "an unknown device"
-    when = str(meta.get("recorded_at") or "")[:10] or "an unknown date"
-    label = f"recorded on {name} on {when}"
-    if not meta.get("complete", False):
-        label += " (incomplete)"
-    return label

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from perfkit import data
-from perfkit.data import describe_source, device_slug, has_recording, load, recordings
+from perfkit.data import device_slug, has_recording, load, read_meta, recordings
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -123,17 +123,23 @@ def test_recordings_table_and_hidden_files(tmp_path):
     assert len(recordings(tmp_path / "missing")) == 0
 
 
-def test_describe_source():
-    meta = {"device_name": H100, "recorded_at": "2026-11-20T10:00:00+00:00", "complete": True}
-    assert describe_source(meta) == "recorded on NVIDIA H100 80GB HBM3 on 2026-11-20"
-    assert describe_source(dict(meta, complete=False)).endswith("on 2026-11-20 (incomplete)")
-    df = pd.DataFrame(ROWS)
-    df.attrs["meta"] = meta
-    assert describe_source(df) == describe_source(meta)
-    with pytest.raises(TypeError, match="meta"):
-        describe_source("H100")
-    with pytest.raises(ValueError, match="attrs"):
-        describe_source(pd.DataFrame())
+def test_loaded_frame_carries_its_metadata_for_the_label(tmp_path):
+    path = write_recording(tmp_path, H100, "waves", ROWS, recorded_at="2026-11-20T10:00:00+00:00")
+    df = load("waves", root=tmp_path)
+    assert df.attrs["meta"] == read_meta(path.with_suffix(".json"))
+    from perfkit.provenance import source_of
+
+    assert str(source_of(df)) == "recorded on NVIDIA H100 80GB HBM3 on 2026-11-20"
+
+
+def test_read_meta_refuses_what_is_not_a_json_object(tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="JSON object"):
+        read_meta(bad)
+    bad.write_text("{nope")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        read_meta(bad)
 
 
 def test_empty_recording_loads_as_empty_frame(tmp_path):

@@ -10,8 +10,10 @@ import pytest
 from perfkit import data
 from perfkit.data import device_slug, load
 from perfkit.devices import current_device
+from perfkit.environment import environment, perfkit_commit
 from perfkit.experiments import REGISTRY, register
-from perfkit.record import RecordingFailed, archive, environment, perfkit_commit, record
+from perfkit.provenance import source_of
+from perfkit.record import RecordingFailed, archive, record
 
 META_KEYS = {"device_name", "device_kind", "sm_count", "driver", "cuda", "torch", "cupy", "triton", "perfkit",
              "perfkit_commit", "recorded_at", "finished_at", "complete", "experiment", "description", "columns",
@@ -123,7 +125,7 @@ def test_interrupted_run_keeps_rows_and_is_incomplete(tmp_path, fakes, exc):
     assert meta["complete"] is False and meta["finished_at"] is None and meta["rows"] == 3
     assert "boom" in meta["error"] or meta["error"] == "KeyboardInterrupt"
     df = load(name, device=path.parent.name, root=tmp_path)
-    assert len(df) == 3 and "(incomplete)" in data.describe_source(df)
+    assert len(df) == 3 and str(source_of(df)).endswith("(incomplete)")
 
 
 def test_rerun_replaces_a_complete_recording_cleanly(tmp_path, fakes):
@@ -249,19 +251,48 @@ def test_bad_arguments(tmp_path):
         record([], tmp_path, quick="yes")
 
 
-def test_rows_with_numpy_scalars_and_new_columns(tmp_path, fakes):
+def test_rows_with_numpy_scalars_are_plain_numbers(tmp_path, fakes):
     def fake(*, quick=False, progress=True, on_row=None):
-        rows = [{"n": np.int64(1), "time_s": np.float64(0.1)},
-                {"n": np.int64(2), "time_s": np.float64(0.2), "dtype": "float16"}]
+        rows = [{"n": np.int64(1), "time_s": np.float64(0.1)}, {"time_s": np.float32(0.25), "n": np.int64(2)}]
         for row in rows:
             on_row(row)
-        return None  # not a DataFrame: the streamed rows are recorded
+        return pd.DataFrame(rows)
 
     name = fakes("_fake_numpy", fake)
     [path] = record(name, tmp_path, progress=False)
-    df = pd.read_csv(path)
-    assert list(df.columns) == ["n", "time_s", "dtype"]
-    assert df["time_s"].tolist() == [0.1, 0.2] and df["dtype"].isna().tolist() == [True, False]
+    assert path.read_text().splitlines() == ["n,time_s", "1,0.1", "2,0.25"]  # declared order, plain numbers
+
+
+def test_csv_header_is_the_declared_columns_before_any_row(tmp_path, fakes):
+    seen = []
+
+    def fake(*, quick=False, progress=True, on_row=None):
+        seen.append((slug_dir(tmp_path) / "_fake_header.csv").read_text())
+        return sweep(1, on_row)
+
+    record(fakes("_fake_header", fake), tmp_path, progress=False)
+    assert seen == ["n,time_s\n"]
+
+
+@pytest.mark.parametrize("bad, match", [
+    ("undeclared", r"columns the experiment does not declare: \['dtype'\]"),
+    ("unstreamed", "returned 2 rows but handed 1 to on_row"),
+    ("not_a_frame", "returned NoneType, not a pandas DataFrame"),
+])
+def test_drifting_experiments_fail_their_recording(tmp_path, fakes, bad, match):
+    def fake(*, quick=False, progress=True, on_row=None):
+        on_row({"n": 0, "time_s": 1e-3})
+        if bad == "undeclared":
+            on_row({"n": 1, "time_s": 2e-3, "dtype": "float16"})
+        if bad == "not_a_frame":
+            return None
+        return pd.DataFrame({"n": [0, 1], "time_s": [1e-3, 2e-3]})
+
+    name = fakes(f"_fake_{bad}", fake)
+    with pytest.raises(RecordingFailed, match=match):
+        record(name, tmp_path, progress=False)
+    meta = meta_of(slug_dir(tmp_path) / f"{name}.csv")
+    assert meta["complete"] is False and meta["rows"] == 1
 
 
 def test_archive_packs_one_file(tmp_path, fakes):
@@ -292,7 +323,5 @@ def test_environment_versions():
 
 
 def test_commit_can_be_given_by_the_environment(monkeypatch):
-    from perfkit.record import perfkit_commit
-
     monkeypatch.setenv("PERFKIT_COMMIT", "0123abc")
     assert perfkit_commit() == "0123abc"

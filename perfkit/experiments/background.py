@@ -5,9 +5,11 @@ from __future__ import annotations
 import pandas as pd
 
 from ..devices import current_device
+from ..kernels import spin_blocks_per_sm, spin_launcher
+from ..quantization import cdiv
 from ..timing import bench
-from . import register
-from .common import resolve_device, sweep
+from .common import resolve_device, sweep, timing_row
+from .registry import register
 
 
 @register("waves", "Duration of a launch of B identical blocks (each spins for a fixed time) as B crosses "
@@ -24,8 +26,6 @@ def waves(*, max_waves: int = 4, spin_cycles: int = 100_000, device="auto", quic
     Every block busy-waits ``spin_cycles`` SM clock cycles, so a launch lasts about
     ``waves × (spin time)``: flat within a wave, one step each time a wave fills up.
     """
-    from ..kernels import spin_blocks_per_sm, spin_launcher
-
     device = resolve_device(device)
     if device != "cuda":
         raise RuntimeError("the waves experiment launches a CuPy kernel and needs an NVIDIA GPU; "
@@ -41,7 +41,7 @@ def waves(*, max_waves: int = 4, spin_cycles: int = 100_000, device="auto", quic
     def measure(b):
         m = bench(spin_launcher(b, spin_cycles=spin_cycles), device=device, flush_l2=False,
                   label=f"spin kernel, {b} blocks")
-        return {"blocks": b, "wave_size": wave, "sms": spec.sms, "blocks_per_sm": bps,
-                "waves": -(-b // wave), "time_s": m.median, "iqr_s": m.iqr}
+        return {"blocks": b, "wave_size": wave, "sms": spec.sms, "blocks_per_sm": bps, "waves": cdiv(b, wave),
+                **timing_row(m)}
 
     return sweep(blocks, measure, on_row=on_row, progress=progress, desc="waves")

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..roofline import gemm_flops
 from ..timing import bench
-from . import register
-from .common import ensure_fits, gemm_bytes_needed, matmul_fn, resolve_device, supports_dtype, sweep
+from ..units import GIGA, TERA, MiB
+from .common import ensure_fits, gemm_bytes_needed, gemm_row, matmul_fn, resolve_device, supports_dtype, sweep, timing_row
+from .registry import register
 
 #: Shapes searched per dtype on a GPU (square, wide, long-K; MAMF's best H100 shape is 2048×2048×13312).
 CEILING_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (16384, 8192, 8192), (8192, 8192, 16384),
@@ -39,9 +39,7 @@ def ceiling_matmul(*, dtypes=("float32", "tf32", "float16", "bfloat16", "float8"
 
     def measure(p):
         d, (M, N, K) = p
-        m = bench(matmul_fn(M, N, K, d, device), device=device, label=f"gemm {M}×{N}×{K} {d}")
-        return {"M": M, "N": N, "K": K, "dtype": d, "time_s": m.median, "iqr_s": m.iqr,
-                "tflops": gemm_flops(M, N, K) / m.median / 1e12}
+        return gemm_row(M, N, K, d, bench(matmul_fn(M, N, K, d, device), device=device, label=f"gemm {M}×{N}×{K} {d}"))
 
     return sweep(points, measure, on_row=on_row, progress=progress, desc="matmul ceiling")
 
@@ -64,9 +62,8 @@ def ceiling_copy(*, device="auto", quick=False, progress=True, on_row=None) -> p
     def measure(nbytes):
         src = torch.ones(nbytes, dtype=torch.uint8, device=device)
         dst = torch.empty_like(src)
-        m = bench(lambda: dst.copy_(src), device=device, label=f"copy {nbytes / 2**20:.0f} MiB")
-        return {"bytes": nbytes, "bytes_moved": 2 * nbytes, "time_s": m.median, "iqr_s": m.iqr,
-                "gbps": 2 * nbytes / m.median / 1e9}
+        m = bench(lambda: dst.copy_(src), device=device, label=f"copy {nbytes / MiB:.0f} MiB")
+        return {"bytes": nbytes, "bytes_moved": 2 * nbytes, **timing_row(m), "gbps": m.gbps(2 * nbytes)}
 
     return sweep(sizes, measure, on_row=on_row, progress=progress, desc="copy ceiling")
 
@@ -75,32 +72,7 @@ def measured_ceilings(matmul: pd.DataFrame | None = None, copy: pd.DataFrame | N
     """Best measured values: ``{"flops": {dtype: FLOP/s}, "bandwidth": bytes/s}`` from the two experiments."""
     out: dict = {"flops": {}, "bandwidth": None}
     if matmul is not None and len(matmul):
-        out["flops"] = {d: float(g["tflops"].max()) * 1e12 for d, g in matmul.groupby("dtype")}
+        out["flops"] = {d: float(g["tflops"].max()) * TERA for d, g in matmul.groupby("dtype")}
     if copy is not None and len(copy):
-        out["bandwidth"] = float(copy["gbps"].max()) * 1e9
+        out["bandwidth"] = float(copy["gbps"].max()) * GIGA
     return out
-
-
-def recorded_ceilings(spec, dtype: str = "float16") -> dict | None:
-    """Measured ceilings of ``spec``'s GPU from the recordings in ``data/``, for :func:`perfkit.plot_roofline`.
-
-    Returns ``{"label", "flops", "bandwidth"}`` (FLOP/s, bytes/s) when both ``ceiling_matmul`` (with
-    ``dtype``) and ``ceiling_copy`` were recorded on a GPU matching ``spec``, else ``None``.
-    """
-    from .. import data
-    from ..devices import match_driver_name
-
-    frames = {}
-    for name in ("ceiling_matmul", "ceiling_copy"):
-        try:
-            frame = data.load(name)
-        except LookupError:
-            return None
-        if match_driver_name(frame.attrs["meta"].get("device_name") or "") != spec.name:
-            return None
-        frames[name] = frame
-    best = measured_ceilings(frames["ceiling_matmul"], frames["ceiling_copy"])
-    if dtype not in best["flops"] or not best["bandwidth"]:
-        return None
-    return {"label": f"measured ({data.describe_source(frames['ceiling_matmul'].attrs['meta'])})",
-            "flops": best["flops"][dtype], "bandwidth": best["bandwidth"]}

@@ -1,4 +1,4 @@
-"""Pieces shared by the experiment modules: device choice, memory checks, GEMM operands, sweeps."""
+"""Pieces shared by the experiment modules: device choice, memory checks, GEMM operands, rows, sweeps."""
 
 from __future__ import annotations
 
@@ -6,9 +6,13 @@ import contextlib
 from typing import Any, Callable, Iterable, Iterator
 
 import pandas as pd
+import psutil
 
 from .._validate import one_of, positive_int
 from ..dtypes import canonical_dtype, itemsize, torch_dtype
+from ..roofline import gemm_flops
+from ..timing import Measurement
+from ..units import GiB
 
 
 def resolve_device(device: str = "auto") -> str:
@@ -30,16 +34,7 @@ def free_memory(device: str) -> int:
 
         free, _total = torch.cuda.mem_get_info()
         return int(free)
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    import os
-
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    return int(psutil.virtual_memory().available)
 
 
 def ensure_fits(nbytes: int, device: str, *, what: str, headroom: float = 0.9) -> None:
@@ -50,7 +45,7 @@ def ensure_fits(nbytes: int, device: str, *, what: str, headroom: float = 0.9) -
     free = free_memory(device)
     if nbytes > headroom * free:
         raise ValueError(
-            f"{what} needs {nbytes / 2**30:.2f} GiB but only {free / 2**30:.2f} GiB is free on {device}; "
+            f"{what} needs {nbytes / GiB:.2f} GiB but only {free / GiB:.2f} GiB is free on {device}; "
             "choose smaller sizes (the sweep was refused before allocating anything)"
         )
 
@@ -91,12 +86,12 @@ def supports_dtype(dtype: str, device: str) -> bool:
     return True
 
 
-def matmul_fn(M: int, N: int, K: int, dtype: str, device: str, layout: str = "NN") -> Callable[[], Any]:
-    """A zero-argument function computing an M×N×K GEMM with the vendor library (cuBLAS via torch).
+def matmul_operands(M: int, N: int, K: int, dtype: str, device: str, layout: str = "NN"):
+    """The operands ``(a, b)`` of an M×N×K GEMM: ``a`` is M×K and ``b`` K×N, seeded, in ``dtype``.
 
-    ``layout`` is BLAS-style: the first letter says whether A is stored transposed (A is M×K
-    logically), the second whether B is. float8 uses ``torch._scaled_mm`` (unit scales,
-    bfloat16 output), int8 uses ``torch._int_mm`` (int32 output).
+    ``layout`` is BLAS-style: the first letter says whether A is stored transposed (a transposed
+    view of a contiguous K×M tensor), the second whether B is. float8 ``b`` is always column-major,
+    as ``torch._scaled_mm`` requires.
     """
     import torch
 
@@ -109,17 +104,26 @@ def matmul_fn(M: int, N: int, K: int, dtype: str, device: str, layout: str = "NN
 
     def operand(rows: int, cols: int, transposed: bool):
         shape = (cols, rows) if transposed else (rows, cols)
-        x = torch.randn(shape, generator=gen, device=device, dtype=torch.float32)
         if d == "int8":
             x = torch.randint(-8, 8, shape, generator=gen, device=device, dtype=torch.int8)
         else:
-            x = x.to(torch_dtype(d))
+            x = torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(torch_dtype(d))
         return x.t() if transposed else x
 
-    a = operand(M, K, layout[0] == "T")
-    b = operand(K, N, layout[1] == "T")
+    return operand(M, K, layout[0] == "T"), operand(K, N, layout[1] == "T" or d == "float8")
+
+
+def matmul_fn(M: int, N: int, K: int, dtype: str, device: str, layout: str = "NN") -> Callable[[], Any]:
+    """A zero-argument function computing an M×N×K GEMM with the vendor library (cuBLAS via torch).
+
+    Operands from :func:`matmul_operands`. float8 uses ``torch._scaled_mm`` (unit scales, bfloat16
+    output), int8 ``torch._int_mm`` (int32 output); float32 runs without TF32, tf32 with it.
+    """
+    import torch
+
+    a, b = matmul_operands(M, N, K, dtype, device, layout)
+    d = canonical_dtype(dtype)
     if d == "float8":
-        b = operand(N, K, False).t()  # _scaled_mm wants B column-major
         one = torch.ones((), device=device, dtype=torch.float32)
         return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
     if d == "int8":
@@ -133,6 +137,17 @@ def matmul_fn(M: int, N: int, K: int, dtype: str, device: str, layout: str = "NN
 
         return run
     return lambda: torch.matmul(a, b)
+
+
+def timing_row(m: Measurement) -> dict[str, float]:
+    """The timing columns every experiment row has: ``time_s`` (median) and ``iqr_s``, in seconds."""
+    return {"time_s": m.median, "iqr_s": m.iqr}
+
+
+def gemm_row(M: int, N: int, K: int, dtype: str, m: Measurement, **extra: Any) -> dict[str, Any]:
+    """A measured GEMM's row: shape, dtype, :func:`timing_row` and ``tflops``, then ``extra`` columns."""
+    return {"M": M, "N": N, "K": K, "dtype": dtype, **timing_row(m), "tflops": m.tflops(gemm_flops(M, N, K)),
+            **extra}
 
 
 def sweep(points: Iterable[Any], measure: Callable[[Any], dict], *, on_row=None, progress: bool = True,

@@ -2,7 +2,7 @@
 
 Each function measures with :func:`perfkit.bench` and returns one row per measured GEMM with
 ``time_s`` (median seconds), ``tflops`` (2·M·N·K / time_s / 1e12), ``dtype`` and, where the model
-applies, ``predicted_s`` from :func:`perfkit.model.predict_gemm_time`. cuBLAS runs through
+applies, ``predicted_s`` from :func:`perfkit.gemm_model.predict_gemm_time`. cuBLAS runs through
 ``torch.matmul``; forced tiles run through :func:`perfkit.kernels.tiled_matmul` (Triton).
 """
 
@@ -15,12 +15,14 @@ import pandas as pd
 from .._validate import positive_int, tile_pair
 from ..devices import current_device
 from ..dtypes import canonical_dtype
-from ..model import predict_gemm_time
+from ..gemm_model import predict_gemm_time
 from ..quantization import alignment, wave_quantization
-from ..roofline import arithmetic_intensity, gemm_bytes, gemm_flops
+from ..kernels import tiled_matmul
+from ..roofline import arithmetic_intensity, gemm_bytes
 from ..timing import bench
-from . import register
-from .common import ensure_fits, gemm_bytes_needed, matmul_fn, resolve_device, supports_dtype, sweep
+from .common import (ensure_fits, gemm_bytes_needed, gemm_row, matmul_fn, matmul_operands, resolve_device,
+                     supports_dtype, sweep)
+from .registry import register
 
 GEMM_COLUMNS = {
     "M": "rows of A and C", "N": "columns of B and C", "K": "inner dimension",
@@ -38,13 +40,10 @@ def _dtypes(dtypes, device):
     return [d for d in chosen if supports_dtype(d, device)]
 
 
-def _measure_cublas(M, N, K, dtype, device, layout="NN", **extra):
-    fn = matmul_fn(M, N, K, dtype, device, layout)
-    m = bench(fn, device=device, label=f"gemm {M}×{N}×{K} {dtype} {layout}")
-    row = {"M": M, "N": N, "K": K, "dtype": dtype, "time_s": m.median, "iqr_s": m.iqr,
-           "tflops": gemm_flops(M, N, K) / m.median / 1e12}
-    row.update(extra)
-    return row
+def _measure_cublas(M, N, K, dtype, device, blas_layout="NN", **extra):
+    m = bench(matmul_fn(M, N, K, dtype, device, blas_layout), device=device,
+              label=f"gemm {M}×{N}×{K} {dtype} {blas_layout}")
+    return gemm_row(M, N, K, dtype, m, **extra)
 
 
 def _predicted(M, N, K, dtype, spec, tile=None):
@@ -117,15 +116,9 @@ def gemm_alignment(*, dtypes=("float16", "bfloat16", "tf32", "float32"), M=None,
     return sweep(points, measure, on_row=on_row, progress=progress, desc="GEMM alignment")
 
 
-def _tiled_fn(M, N, K, dtype, tile, block_k, device):
-    import torch
-
-    from ..dtypes import torch_dtype
-    from ..kernels import tiled_matmul
-
-    g = torch.Generator(device=device).manual_seed(0)
-    a = torch.randn(M, K, generator=g, device=device).to(torch_dtype(dtype))
-    b = torch.randn(K, N, generator=g, device=device).to(torch_dtype(dtype))
+def tiled_fn(M, N, K, dtype, tile, block_k, device):
+    """A zero-argument function running :func:`~perfkit.kernels.tiled_matmul` with a forced ``tile``."""
+    a, b = matmul_operands(M, N, K, dtype, device)
     num_warps = 8 if tile[0] * tile[1] >= 128 * 128 else 4
     return lambda: tiled_matmul(a, b, tile=tile, block_k=block_k, num_warps=num_warps)
 
@@ -137,15 +130,12 @@ def _require_gpu(device, what):
 
 
 def _tile_rows(M, N, K, dtype, tile, block_k, device, spec, **extra):
-    m = bench(_tiled_fn(M, N, K, dtype, tile, block_k, device), device=device,
+    m = bench(tiled_fn(M, N, K, dtype, tile, block_k, device), device=device,
               label=f"triton {tile[0]}×{tile[1]} gemm {M}×{N}×{K} {dtype}")
     wq = wave_quantization(M, N, tile, spec.sms)
-    row = {"impl": f"triton {tile[0]}x{tile[1]}", "tile_m": tile[0], "tile_n": tile[1], "block_k": block_k,
-           "M": M, "N": N, "K": K, "dtype": dtype, "time_s": m.median, "iqr_s": m.iqr,
-           "tflops": gemm_flops(M, N, K) / m.median / 1e12, "tiles": wq.tiles, "waves": wq.waves,
-           "predicted_s": _predicted(M, N, K, dtype, spec, tile)}
-    row.update(extra)
-    return row
+    return gemm_row(M, N, K, dtype, m, impl=f"triton {tile[0]}x{tile[1]}", tile_m=tile[0], tile_n=tile[1],
+                    block_k=block_k, tiles=wq.tiles, waves=wq.waves,
+                    predicted_s=_predicted(M, N, K, dtype, spec, tile), **extra)
 
 
 TILE_COLUMNS = dict(GEMM_COLUMNS, impl="'cublas' (torch.matmul) or 'triton TMxTN' (forced tile)",
@@ -276,10 +266,9 @@ def gemm_small_n(*, dtype="float16", M=2560, K=2560, device="auto", quick=False,
     ensure_fits(gemm_bytes_needed(M, max(Ns), K, dtype), device, what="gemm_small_n")
 
     def measure(N):
-        row = _measure_cublas(M, N, K, dtype, device, predicted_s=_predicted(M, N, K, dtype, spec),
-                              intensity=arithmetic_intensity(M, N, K, dtype))
-        row["gbps"] = gemm_bytes(M, N, K, dtype) / row["time_s"] / 1e9
-        return row
+        m = bench(matmul_fn(M, N, K, dtype, device), device=device, label=f"gemm {M}×{N}×{K} {dtype}")
+        return gemm_row(M, N, K, dtype, m, gbps=m.gbps(gemm_bytes(M, N, K, dtype)),
+                        intensity=arithmetic_intensity(M, N, K, dtype), predicted_s=_predicted(M, N, K, dtype, spec))
 
     return sweep(Ns, measure, on_row=on_row, progress=progress, desc="small N")
 

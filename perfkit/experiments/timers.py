@@ -7,8 +7,9 @@ import time
 import pandas as pd
 
 from ..timing import bench
-from . import register
+from ..units import MiB
 from .common import ensure_fits, matmul_fn, resolve_device, sweep
+from .registry import register
 
 
 def timer_cases(device: str, quick: bool = False) -> dict:
@@ -24,10 +25,10 @@ def timer_cases(device: str, quick: bool = False) -> dict:
     dt = "bfloat16"
     mid, large = (256, 1024) if quick or device == "cpu" else (2048, 8192)
     return {
-        f"elementwise add, {n_elem * 4 / 2**20:g} MiB fp32": lambda: torch.add(x, 1.0, out=y),
+        f"elementwise add, {n_elem * 4 / MiB:g} MiB fp32": lambda: torch.add(x, 1.0, out=y),
         f"gemm {mid}³ {dt}": matmul_fn(mid, mid, mid, dt, device),
         f"gemm {large}³ {dt}": matmul_fn(large, large, large, dt, device),
-        f"copy {big >> 20} MiB": lambda: dst.copy_(src),
+        f"copy {big // MiB} MiB": lambda: dst.copy_(src),
     }
 
 

@@ -1,0 +1,107 @@
+"""The experiment registry: what each experiment measures, the columns it returns, what it needs.
+
+:func:`register` wraps an experiment function so that every call, whoever makes it (a chapter,
+the recorder, a test), returns a frame whose columns are exactly the declared ones, in the
+declared order, with the run's metadata in ``frame.attrs["meta"]`` (``live: true``, the device
+it ran on, when, and its parameters). A frame that drifts from its declaration is an error.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import importlib.util
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import pandas as pd
+
+from ..devices import cpu_name, cuda_available, current_device
+
+#: What an experiment may need: a CUDA GPU, CuPy, Triton.
+NEEDS: tuple[str, ...] = ("cuda", "cupy", "triton")
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A registered experiment: its function, what its columns mean, and what it needs to run."""
+
+    name: str
+    func: Callable[..., pd.DataFrame]
+    description: str
+    columns: Mapping[str, str] = field(default_factory=dict)  # column → meaning, with units
+    needs: tuple[str, ...] = ()  # subset of NEEDS
+
+    def __call__(self, **kwargs) -> pd.DataFrame:
+        return self.func(**kwargs)
+
+
+#: Every experiment the book uses, by name (filled in at import time by the chapter modules).
+REGISTRY: dict[str, Experiment] = {}
+
+
+def _run_meta(name: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    on_cpu = kwargs.get("device", "auto") == "cpu" or not cuda_available()
+    return {"experiment": name, "live": True, "device_name": cpu_name() if on_cpu else current_device().label,
+            "device_kind": "cpu" if on_cpu else "gpu",
+            "measured_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "params": {"quick": bool(kwargs.get("quick", False))}}
+
+
+def conform(frame: pd.DataFrame, columns: Mapping[str, str], name: str) -> pd.DataFrame:
+    """``frame`` with exactly the declared ``columns`` in their order; ``ValueError`` if they differ."""
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"experiment {name!r} returned {type(frame).__name__}, not a pandas DataFrame")
+    if frame.empty and len(frame.columns) == 0:  # no rows measured (e.g. a resumed run with nothing left)
+        return pd.DataFrame(columns=list(columns))
+    missing = [c for c in columns if c not in frame.columns]
+    extra = [c for c in frame.columns if c not in columns]
+    if missing or extra:
+        raise ValueError(f"experiment {name!r} returned columns that differ from its declaration: "
+                         f"missing {missing}, undeclared {extra}")
+    return frame[list(columns)]
+
+
+def register(name: str, description: str, columns: Mapping[str, str], needs: tuple[str, ...] = ()):
+    """Decorator: add the function to :data:`REGISTRY` as ``name`` and check its output on every call."""
+    if not set(needs) <= set(NEEDS):
+        raise ValueError(f"needs must be a subset of {NEEDS}, got {needs!r}")
+    if "time_s" not in columns:
+        raise ValueError(f"experiment {name!r} must declare a 'time_s' column (seconds)")
+
+    def wrap(func: Callable[..., pd.DataFrame]) -> Callable[..., pd.DataFrame]:
+        if name in REGISTRY:
+            raise ValueError(f"experiment {name!r} is registered twice")
+
+        @functools.wraps(func)
+        def run(**kwargs) -> pd.DataFrame:
+            meta = _run_meta(name, kwargs)
+            frame = conform(func(**kwargs), columns, name)
+            frame.attrs["meta"] = meta
+            return frame
+
+        run.experiment_name = name  # type: ignore[attr-defined]
+        REGISTRY[name] = Experiment(name, run, description, dict(columns), tuple(needs))
+        return run
+
+    return wrap
+
+
+def get(name: str) -> Experiment:
+    """The registered experiment called ``name`` (``LookupError`` lists the known names)."""
+    try:
+        return REGISTRY[name]
+    except (KeyError, TypeError):
+        raise LookupError(f"unknown experiment {name!r}; registered: {', '.join(sorted(REGISTRY))}") from None
+
+
+def missing_needs(experiment: Experiment) -> list[str]:
+    """The requirements of ``experiment`` (from :data:`NEEDS`) this machine does not meet."""
+    missing = []
+    for need in experiment.needs:
+        if need == "cuda":
+            if not cuda_available():
+                missing.append("cuda")
+        elif importlib.util.find_spec(need) is None:
+            missing.append(need)
+    return missing

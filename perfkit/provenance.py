@@ -1,0 +1,198 @@
+"""Provenance: where a figure's numbers come from, and the one place their labels are made.
+
+Every number the book draws is one of:
+
+- **live**: measured now, on this machine (``"live on H100-SXM (NVIDIA H100 80GB HBM3), 2026-11-22"``;
+  ``"live (quick sweep) on …"`` for the small sweeps of ``quick=True``);
+- **recorded**: measured by ``perfkit record`` on a real GPU and kept in ``data/``
+  (``"recorded on NVIDIA H100 80GB HBM3 on 2026-11-20"``, ``" (incomplete)"`` if interrupted);
+- **published**: measured by a third party and shipped in ``data/`` with its provenance
+  (``"published by Baidu DeepBench, measured on Tesla V100 (cuBLAS 10.1, 2019)"``);
+- **model**: computed from a device's spec, no measurement (``"model of H100-SXM: NVIDIA H100
+  datasheet (SXM), dense"``);
+- **missing**: nothing to show, and why.
+
+Frames carry their metadata in ``frame.attrs["meta"]``: an experiment attaches it when it runs
+(``"live": true``), :func:`perfkit.data.load` attaches a recording's JSON. :func:`source_of` turns
+that metadata into a :class:`Source`; :func:`caption` combines the sources of every frame a
+figure draws into one line. Nothing else in perfkit builds a label.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+import pandas as pd
+
+from .data import load
+from .devices import DeviceSpec, current_device, match_driver_name
+from .experiments.ceilings import measured_ceilings
+from .experiments.registry import get, missing_needs
+
+#: The kinds of :class:`Source`.
+KINDS: tuple[str, ...] = ("live", "recorded", "published", "model", "missing")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a frame's numbers come from. ``str(source)`` is the label figures print.
+
+    ``device`` is the device's label, ``date`` a ``YYYY-MM-DD`` day (a year for old published
+    data). ``quick`` marks a live quick sweep, ``complete=False`` an interrupted recording. ``by``
+    names a publisher; ``detail`` holds the published software versions, a model's basis, or why
+    data is missing.
+    """
+
+    kind: str
+    device: str = ""
+    date: str = ""
+    quick: bool = False
+    complete: bool = True
+    by: str = ""
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))}, got {self.kind!r}")
+
+    @property
+    def label(self) -> str:
+        """The text a figure prints for this source."""
+        if self.kind == "live":
+            return f"live{' (quick sweep)' if self.quick else ''} on {self.device}, {self.date}"
+        if self.kind == "recorded":
+            return f"recorded on {self.device} on {self.date}" + ("" if self.complete else " (incomplete)")
+        if self.kind == "published":
+            versions = f"{self.detail}, " if self.detail else ""
+            return f"published by {self.by}, measured on {self.device} ({versions}{self.date})"
+        if self.kind == "model":
+            return f"model of {self.device}: {self.detail}" if self.detail else f"model of {self.device}"
+        return self.detail
+
+    def __str__(self) -> str:
+        return self.label
+
+
+def _today() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
+
+
+def live(device: str | None = None, *, quick: bool = False) -> Source:
+    """The source of numbers measured now: on ``device`` (a label; default: the current device)."""
+    return Source("live", device or current_device().label, _today(), quick=bool(quick))
+
+
+def from_meta(meta: Mapping[str, Any]) -> Source:
+    """The source described by a frame's metadata: a live run's, a recording's or a published one's."""
+    if not isinstance(meta, Mapping):
+        raise TypeError(f"meta must be a metadata dict (frame.attrs['meta']), got {type(meta).__name__}")
+    device = meta.get("device_name") or "an unknown device"
+    if meta.get("live"):
+        quick = bool((meta.get("params") or {}).get("quick", False))
+        return Source("live", device, str(meta.get("measured_at", ""))[:10] or _today(), quick=quick)
+    if meta.get("published_by"):
+        return Source("published", device, str(meta.get("published_date") or "an unknown date"),
+                      by=str(meta["published_by"]), detail=str(meta.get("published_detail") or ""))
+    when = str(meta.get("recorded_at") or "")[:10] or "an unknown date"
+    return Source("recorded", device, when, complete=bool(meta.get("complete", False)))
+
+
+def source_of(frame: pd.DataFrame | None) -> Source | None:
+    """The :class:`Source` of a frame from its ``attrs["meta"]``, or ``None`` if it carries none."""
+    if frame is None:
+        return None
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"frame must be a pandas DataFrame or None, got {type(frame).__name__}")
+    meta = frame.attrs.get("meta")
+    return from_meta(meta) if meta else None
+
+
+def modelled(spec: DeviceSpec) -> Source:
+    """The source of numbers computed from ``spec``: its label and where its peaks come from."""
+    if not isinstance(spec, DeviceSpec):
+        raise TypeError(f"spec must be a DeviceSpec, got {spec!r}")
+    return Source("model", spec.label, detail=spec.sources.get("peaks", "peaks of unknown origin"))
+
+
+def missing(reason: str) -> Source:
+    """The source of a figure that cannot be drawn, saying why."""
+    if not isinstance(reason, str) or not reason:
+        raise TypeError(f"reason must be a non-empty string, got {reason!r}")
+    return Source("missing", detail=reason)
+
+
+def caption(parts: Mapping[str, Source | str | None] | Iterable[Source | str | None]) -> str:
+    """One line naming where every part of a figure comes from.
+
+    ``parts`` maps a name (a panel, a series) to its source, or is a plain list of sources;
+    ``None`` entries (nothing drawn) are skipped. Identical labels are said once: one label if all
+    parts share it, else ``"sizes, waves: recorded on …; small N: live on …"``.
+    """
+    named = parts.items() if isinstance(parts, Mapping) else ((None, p) for p in parts)
+    groups: dict[str, list[str]] = {}
+    for name, source in named:
+        if source is None:
+            continue
+        if not isinstance(source, (Source, str)):
+            raise TypeError(f"each source must be a Source, a string or None, got {source!r}")
+        groups.setdefault(str(source), []).append(name)
+    if not groups:
+        raise ValueError("caption needs at least one source that is not None")
+    if len(groups) == 1:
+        return next(iter(groups))
+    return "; ".join(label if None in names else f"{', '.join(names)}: {label}" for label, names in groups.items())
+
+
+def run_or_load(name: str, *, device: str | None = None, **kwargs) -> tuple[pd.DataFrame | None, Source]:
+    """Measure experiment ``name`` live when this machine can, else load its recording.
+
+    Returns ``(frame, source)``: a live frame, a recorded one (``device`` picks a recording by slug
+    or name), or ``(None, missing(...))`` saying that no recording exists yet. Extra keyword
+    arguments go to the experiment. With ``PERFKIT_QUICK=1`` live runs use the quick sweeps and
+    their label says so.
+    """
+    exp = get(name)
+    lacking = missing_needs(exp)
+    if not lacking:
+        if os.environ.get("PERFKIT_QUICK", "") == "1":
+            kwargs.setdefault("quick", True)
+        frame = exp(**kwargs)
+        return frame, source_of(frame)
+    try:
+        frame = load(name, device=device)
+    except LookupError:
+        return None, missing(f"no GPU here ({', '.join(lacking)} missing) and no recording of {name!r} in "
+                             f"data/ yet: run `python -m perfkit record {name}` on a GPU to make one")
+    return frame, source_of(frame)
+
+
+def recorded_ceilings(spec: DeviceSpec, dtype: str = "float16") -> dict | None:
+    """Measured ceilings of ``spec``'s GPU from ``data/``, for :func:`perfkit.plot_roofline`.
+
+    Returns ``{"label", "flops", "bandwidth"}`` (FLOP/s, bytes/s) when ``ceiling_matmul`` (with
+    ``dtype``) and ``ceiling_copy`` were both recorded on a GPU matching ``spec``, else ``None``.
+    """
+    frames = {}
+    for name in ("ceiling_matmul", "ceiling_copy"):
+        try:
+            frame = load(name)
+        except LookupError:
+            return None
+        if match_driver_name(frame.attrs["meta"].get("device_name") or "") != spec.name:
+            return None
+        frames[name] = frame
+    best = measured_ceilings(frames["ceiling_matmul"], frames["ceiling_copy"])
+    if dtype not in best["flops"] or not best["bandwidth"]:
+        return None
+    label = caption([source_of(f) for f in frames.values()])
+    return {"label": f"measured ({label})", "flops": best["flops"][dtype], "bandwidth": best["bandwidth"]}
+
+
+#: ``pk.live_source()``: the label of numbers measured now on this machine.
+live_source = live
+
+__all__ = ["KINDS", "Source", "caption", "from_meta", "live", "live_source", "missing", "modelled",
+           "recorded_ceilings", "run_or_load", "source_of"]

@@ -1,5 +1,6 @@
 """Interactive explorers for the book (ipywidgets). Thin: the numbers come from
-:mod:`perfkit.roofline`, :mod:`perfkit.quantization` and :mod:`perfkit.model`.
+:mod:`perfkit.roofline`, :mod:`perfkit.quantization` and :mod:`perfkit.gemm_model`, the figures
+from :mod:`perfkit.plots`.
 
 Each widget draws its initial state when it is built (its figure is a PNG held in an ``Output``
 widget), so a statically rendered page still shows a figure.
@@ -13,12 +14,16 @@ import io
 from typing import Any, Callable
 
 import ipywidgets as widgets
+from matplotlib.figure import Figure
 
 from .devices import DeviceSpec, current_device, device_spec
 from .dtypes import DTYPES, canonical_dtype, itemsize
-from .model import CANDIDATE_TILES, explain_gemm
-from .plots import plot_roofline, plot_tile_waves, spec_source
+from .gemm_model import CANDIDATE_TILES, explain_gemm
+from .plots import plot_roofline, plot_tile_waves
+from .plots._common import new_figure
+from .provenance import modelled
 from .roofline import gemm_operation, roofline_time
+from .units import TERA, format_time
 
 __all__ = ["gemm_explorer", "roofline_explorer"]
 
@@ -50,7 +55,7 @@ def _dim(description: str, value: int) -> widgets.BoundedIntText:
                                   layout=widgets.Layout(width="150px"), style={"description_width": "20px"})
 
 
-def _show_figure(out: widgets.Output, fig) -> None:
+def _show_figure(out: widgets.Output, fig: Figure) -> None:
     """Replace ``out``'s content by ``fig`` as a PNG (works with or without a running kernel)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=96)
@@ -59,19 +64,6 @@ def _show_figure(out: widgets.Output, fig) -> None:
         "data": {"image/png": base64.b64encode(buf.getvalue()).decode("ascii"), "text/plain": repr(fig)},
         "metadata": {},
     },)
-
-
-def _figure(figsize):
-    from matplotlib.figure import Figure  # no pyplot: nothing is auto-displayed twice
-
-    fig = Figure(figsize=figsize, layout="constrained")
-    return fig, fig.subplots()
-
-
-def _time(seconds: float) -> str:
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:,.2f} µs"
-    return f"{seconds * 1e3:,.3f} ms" if seconds < 1 else f"{seconds:,.3f} s"
 
 
 def roofline_explorer(spec: DeviceSpec | str | None = None, reference: DeviceSpec | str = "H100-SXM",
@@ -95,11 +87,10 @@ def roofline_explorer(spec: DeviceSpec | str | None = None, reference: DeviceSpe
         for s in specs:
             t, bound = roofline_time(op.flops, op.bytes, s, dd.value)
             lines.append(f"{html.escape(s.label)}: {bound}-bound (ops:byte {s.ops_per_byte(dd.value):,.0f}), "
-                         f"roofline time {_time(t)}")
+                         f"roofline time {format_time(t)}")
         text.value = "<br>".join(lines)
-        fig, ax = _figure((7.5, 4.8))
-        plot_roofline([op], specs, dd.value, ax=ax, source=f"model, no measurement — {spec_source(specs)}")
-        _show_figure(out, fig)
+        ax = new_figure(height=4.8, pyplot=False)[1][0, 0]
+        _show_figure(out, plot_roofline([op], specs, dd.value, ax=ax))
 
     for w in (m, n, k, dd):
         w.observe(update, names="value")
@@ -109,7 +100,7 @@ def roofline_explorer(spec: DeviceSpec | str | None = None, reference: DeviceSpe
 
 def gemm_explorer(spec: DeviceSpec | str | None = None,
                   measure: Callable[[int, int, int, str], float] | None = None) -> widgets.Widget:
-    """M, N, K, dtype and tile controls showing :func:`~perfkit.model.explain_gemm`'s prediction.
+    """M, N, K, dtype and tile controls showing :func:`~perfkit.gemm_model.explain_gemm`'s prediction.
 
     ``measure(M, N, K, dtype) -> seconds``, if given, is called on every change and its time is
     shown beside the model's, with the model error.
@@ -133,23 +124,21 @@ def gemm_explorer(spec: DeviceSpec | str | None = None,
             ("tiles / waves", f"{p.tiles} tiles in {p.waves} wave(s) of {spec.sms}"),
             ("wave utilization", f"{p.utilization:.1%}"),
             ("tile efficiency", f"{p.tile_efficiency:.1%} of launched tile work is useful"),
-            ("tile-shape factor", f"{p.shape_efficiency:.2f} (modelling assumption)"),
-            ("roofline floor", _time(p.floor_s)),
-            ("predicted", f"{_time(p.predicted_s)} ({p.bound}-bound, {p.achieved_flops / 1e12:,.1f} TFLOP/s)"),
+            ("tile-shape factor (modelling assumption)", f"{p.shape_factor:.2f}"),
+            ("roofline floor", format_time(p.floor_s)),
+            ("predicted", f"{format_time(p.predicted_s)} ({p.bound}-bound, {p.achieved_flops / TERA:,.1f} TFLOP/s)"),
             ("aligned", "yes" if p.aligned else "no (dimensions not multiples of 16 bytes)"),
         ]
         if measure is not None:
             try:
                 t = float(measure(m.value, n.value, k.value, dd.value))
-                rows.append(("measured", f"{_time(t)}; model error {p.predicted_s / t - 1:+.1%}"))
+                rows.append(("measured", f"{format_time(t)}; model error {p.predicted_s / t - 1:+.1%}"))
             except Exception as e:  # show, don't break the widget
                 rows.append(("measured", f"failed: {type(e).__name__}: {e}"))
         text.value = "<table>" + "".join(
             f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td></tr>" for a, b in rows) + "</table>"
-        fig, ax = _figure((6, 4.8))
-        plot_tile_waves(p.M, p.N, p.tile, spec.sms, ax=ax,
-                        source=f"model of {spec.label}, no measurement ({spec.sources.get('peaks', '')})")
-        _show_figure(out, fig)
+        ax = new_figure(height=5.5, width=6.5, pyplot=False)[1][0, 0]
+        _show_figure(out, plot_tile_waves(p.M, p.N, p.tile, spec.sms, ax=ax, source=modelled(spec)))
 
     for w in (m, n, k, dd, td):
         w.observe(update, names="value")

@@ -1,35 +1,69 @@
-"""Figures of experiment results: each names its source, and none is drawn without data."""
+"""Figures of experiment results: each is captioned by its frames' source, and none is drawn without data."""
 
 from __future__ import annotations
 
+import functools
+
 import matplotlib
-import numpy as np
-import pandas as pd
-import pytest
 
 matplotlib.use("Agg")
 
-from perfkit import plots  # noqa: E402
-from perfkit.experiments import gemm  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.ticker import EngFormatter  # noqa: E402
 
-SOURCE = "recorded on NVIDIA H100 80GB HBM3 on 2026-11-20"
+from perfkit import plots  # noqa: E402
+from perfkit.devices import device_spec  # noqa: E402
+from perfkit.experiments import gemm  # noqa: E402
+from perfkit.provenance import Source, modelled, source_of  # noqa: E402
+from perfkit.quantization import cdiv  # noqa: E402
+
+RECORDED = "recorded on NVIDIA H100 80GB HBM3 on 2026-11-20"
+H100_META = {"device_name": "NVIDIA H100 80GB HBM3", "recorded_at": "2026-11-20T10:00:00+00:00", "complete": True}
+CPU_META = {"live": True, "device_name": "AMD EPYC 7B13", "measured_at": "2026-11-22T08:00:00+00:00"}
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def _heading(fig) -> str:
+    """Every title of ``fig`` (suptitle and Axes titles), with line wrapping undone."""
+    titles = [fig._suptitle.get_text() if fig._suptitle else ""] + [ax.get_title() for ax in fig.axes]
+    return " ".join(" ".join(titles).split())
+
+
+def _with_meta(frame: pd.DataFrame, meta: dict) -> pd.DataFrame:
+    frame.attrs["meta"] = dict(meta)
+    return frame
 
 
 def _quant_frame():
     rows = []
     for n in range(64, 1025, 64):
-        tiles = 132 * -(-n // 128)
+        waves = cdiv(n, 128)
         for impl in ("triton 256x128", "cublas"):
-            rows.append({"impl": impl, "M": 33792, "N": n, "K": 2048, "dtype": "float16", "tiles": tiles,
-                         "waves": -(-n // 128), "time_s": 1e-5 * -(-n // 128), "tflops": 100.0,
-                         "predicted_s": 1.1e-5 * -(-n // 128)})
+            rows.append({"impl": impl, "M": 33792, "N": n, "K": 2048, "dtype": "float16", "tiles": 132 * waves,
+                         "waves": waves, "time_s": 1e-5 * waves, "tflops": 100.0, "predicted_s": 1.1e-5 * waves})
     return pd.DataFrame(rows)
+
+
+def _sizes_frame():
+    sweeps = {"mn": [(s, 4096) for s in (256, 512, 1024)], "k": [(4096, s) for s in (128, 256)]}
+    return pd.DataFrame([{"sweep": sweep, "M": m, "N": m, "K": k, "dtype": "float16", "time_s": 1e-5 * m * k / 2**20,
+                          "tflops": 50.0, "predicted_s": 1.2e-5 * m * k / 2**20}
+                         for sweep, pairs in sweeps.items() for m, k in pairs])
 
 
 FRAMES = {
     "plot_alignment": lambda: pd.DataFrame({"dtype": ["float16"] * 9, "K": range(4092, 4101), "M": 4096, "N": 4096,
                                             "alignment": 8, "aligned": [k % 8 == 0 for k in range(4092, 4101)],
                                             "time_s": [2e-4 if k % 8 else 1e-4 for k in range(4092, 4101)]}),
+    "plot_gemm_sizes": _sizes_frame,
     "plot_quantization_sweep": _quant_frame,
     "plot_tile_sizes": lambda: pd.DataFrame({"impl": ["cublas", "triton 256x128"], "M": 6144, "N": 2816, "K": 4096,
                                              "dtype": "float16", "tflops": [700.0, 500.0], "waves": [np.nan, 4]}),
@@ -46,42 +80,122 @@ FRAMES = {
                                         "blocks_per_sm": 1, "waves": [1, 1, 1, 2, 2, 3],
                                         "time_s": [1e-5, 1e-5, 1e-5, 2e-5, 2e-5, 3e-5]}),
 }
+ONE_PANEL = ["plot_alignment", "plot_tile_sizes", "plot_timers", "plot_transposes", "plot_waves"]
+TIMED = ["plot_gemm_sizes", "plot_quantization_sweep", "plot_small_n", "plot_timers", "plot_waves"]
 
 
 @pytest.mark.parametrize("name", sorted(FRAMES))
-def test_figure_names_its_source(name):
-    fig = getattr(plots, name)(FRAMES[name](), SOURCE)
-    assert SOURCE in fig._suptitle.get_text()
-    matplotlib.pyplot.close(fig)
+def test_frame_metadata_is_the_caption(name):
+    fig = getattr(plots, name)(_with_meta(FRAMES[name](), H100_META))
+    assert isinstance(fig, matplotlib.figure.Figure)
+    assert RECORDED in _heading(fig)
 
 
-@pytest.mark.parametrize("name", sorted(FRAMES) + ["plot_gemm_sizes"])
+@pytest.mark.parametrize("source", [RECORDED, Source("recorded", "NVIDIA H100 80GB HBM3", "2026-11-20")])
+@pytest.mark.parametrize("name", sorted(FRAMES))
+def test_hand_built_frame_takes_source_as_str_or_source(name, source):
+    assert RECORDED in _heading(getattr(plots, name)(FRAMES[name](), source))
+
+
+@pytest.mark.parametrize("name", sorted(FRAMES))
+def test_source_that_contradicts_the_frame_is_a_mislabel(name):
+    frame = _with_meta(FRAMES[name](), H100_META)
+    with pytest.raises(ValueError, match="contradicts"):
+        getattr(plots, name)(frame, "live on CPU (x86_64, 2 cores), 2026-11-22")
+    assert RECORDED in _heading(getattr(plots, name)(frame, RECORDED))  # agreeing is no mislabel
+
+
+@pytest.mark.parametrize("name", sorted(FRAMES))
+def test_figure_of_a_frame_without_any_source_is_refused(name):
+    with pytest.raises(ValueError, match="source="):
+        getattr(plots, name)(FRAMES[name]())
+    with pytest.raises(TypeError, match="source must be"):
+        getattr(plots, name)(FRAMES[name](), 3)
+
+
+@pytest.mark.parametrize("name", ONE_PANEL)
+def test_one_panel_figure_draws_into_the_given_axes(name):
+    fig, (left, right) = plt.subplots(1, 2)
+    assert getattr(plots, name)(FRAMES[name](), RECORDED, ax=right) is fig
+    assert len(fig.axes) == 2 and not left.has_data() and RECORDED in " ".join(right.get_title().split())
+
+
+@pytest.mark.parametrize("name", TIMED)
+def test_durations_are_plotted_in_seconds_with_si_prefixes(name):
+    fig = getattr(plots, name)(FRAMES[name](), RECORDED)
+    fig.canvas.draw()
+    timed = [axis for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
+             if isinstance(axis.get_major_formatter(), EngFormatter)]
+    assert timed and all(axis.get_major_formatter().unit == "s" for axis in timed)
+    ticks = [t.get_text() for axis in timed for t in axis.get_ticklabels()]
+    assert any(t.endswith(("µs", "ms")) for t in ticks), ticks
+    assert not any(u in axis.get_label_text() for axis in timed for u in ("(µs)", "(ms)", "(s)"))
+
+
+@pytest.mark.parametrize("name", sorted(FRAMES))
 def test_no_figure_without_data(name, capsys):
     assert getattr(plots, name)(None, "no recording of 'x' yet") is None
-    assert "No figure: no recording of 'x' yet" in capsys.readouterr().out
+    assert capsys.readouterr().out == "No figure: no recording of 'x' yet\n"
+    assert getattr(plots, name)(None) is None
+    assert "No figure:" in capsys.readouterr().out
+    assert getattr(plots, name)(_with_meta(FRAMES[name]().iloc[:0], H100_META)) is None
+    assert f"no rows ({RECORDED})" in " ".join(capsys.readouterr().out.split())
 
 
-def test_no_model_figure_without_predictions(capsys):
-    assert plots.plot_predicted_vs_measured({"a": None}, "no recording yet") is None
-    assert "No figure: no recording yet" in capsys.readouterr().out
-
-
-def test_gemm_sizes_figure_from_a_real_cpu_run():
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_gemm_sizes_figure_from_a_real_cpu_run(monkeypatch):
+    # Real measurements with a tiny time budget: this checks the figure, not the timings.
+    monkeypatch.setattr(gemm, "bench", functools.partial(gemm.bench, warmup_s=0.0, rep_s=0.002, max_time_s=0.05))
     frame = gemm.gemm_sizes(device="cpu", quick=True, progress=False)
-    fig = plots.plot_gemm_sizes(frame, "live on CPU, today")
-    assert "live on CPU, today" in fig._suptitle.get_text()
+    fig = plots.plot_gemm_sizes(frame)
+    assert str(source_of(frame)) in _heading(fig) and "live" in _heading(fig)
     assert len(fig.axes) == 4
 
 
+def _predicted(scale: float, meta: dict | None) -> pd.DataFrame:
+    frame = pd.DataFrame({"time_s": np.array([1.0, 2.0, 4.0]) * scale,
+                          "predicted_s": np.array([1.1, 2.0, 3.0]) * scale})
+    return _with_meta(frame, meta) if meta else frame
+
+
 def test_predicted_vs_measured_reports_the_error():
-    frame = pd.DataFrame({"time_s": [1.0, 2.0, 4.0], "predicted_s": [1.1, 2.0, 3.0]})
-    fig = plots.plot_predicted_vs_measured({"a": frame, "b": None}, SOURCE)
-    title = fig.axes[0].get_title()
+    fig = plots.plot_predicted_vs_measured({"a": _predicted(1.0, H100_META), "b": None})
+    title = _heading(fig)
     assert "median |error| 10%" in title and "(3 GEMMs)" in title
 
 
+def test_predicted_vs_measured_caption_names_every_source():
+    fig = plots.plot_predicted_vs_measured({"sizes": _predicted(1e-3, H100_META), "waves": None,
+                                            "small N": _predicted(1e-5, CPU_META)})
+    title = _heading(fig)
+    assert f"sizes: {RECORDED}" in title and "small N: live on AMD EPYC 7B13, 2026-11-22" in title
+    assert "waves" not in title
+
+    same = _heading(plots.plot_predicted_vs_measured({"sizes": _predicted(1e-3, H100_META),
+                                                      "waves": _predicted(1e-4, H100_META)}))
+    assert same.count("recorded on") == 1 and "sizes:" not in same
+
+
+def test_predicted_vs_measured_source_of_hand_built_frames():
+    with pytest.raises(ValueError, match=r"sources\['a'\]"):
+        plots.plot_predicted_vs_measured({"a": _predicted(1.0, None)})
+    fig = plots.plot_predicted_vs_measured({"a": _predicted(1.0, None)}, sources={"a": RECORDED})
+    assert RECORDED in _heading(fig)
+    with pytest.raises(ValueError, match="contradicts"):
+        plots.plot_predicted_vs_measured({"a": _predicted(1.0, CPU_META)}, sources={"a": RECORDED})
+
+
+def test_no_model_figure_names_the_parts_without_data(capsys):
+    unpredicted = _with_meta(pd.DataFrame({"time_s": [1.0]}), H100_META)
+    assert plots.plot_predicted_vs_measured({"sizes": None, "waves": unpredicted}) is None
+    out = " ".join(capsys.readouterr().out.split())
+    assert out.startswith("No figure:") and "no data for sizes" in out and "no predictions in waves" in out
+
+
 def test_wave_model_figure():
-    fig = plots.plot_wave_model(8, "model of an 8-SM GPU", max_waves=2)
-    assert "8 SMs" in fig._suptitle.get_text()
+    fig = plots.plot_wave_model(8, max_waves=2)
+    assert "8 SMs" in _heading(fig) and "model of" in _heading(fig)
+    h100 = device_spec("H100-SXM")
+    assert str(modelled(h100)) in _heading(plots.plot_wave_model(h100.sms, source=modelled(h100)))
     with pytest.raises(ValueError, match="sms"):
-        plots.plot_wave_model(0, "x")
+        plots.plot_wave_model(0)

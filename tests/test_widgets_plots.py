@@ -9,7 +9,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from perfkit.devices import device_spec  # noqa: E402
-from perfkit.plots import plot_roofline, plot_tile_waves, spec_source  # noqa: E402
+from perfkit.plots import plot_roofline, plot_tile_waves  # noqa: E402
+from perfkit.provenance import Source, caption, modelled  # noqa: E402
 from perfkit.roofline import gemm_operation, nvidia_example_operations  # noqa: E402
 from perfkit.widgets import gemm_explorer, roofline_explorer  # noqa: E402
 
@@ -30,7 +31,9 @@ def _texts(ax):
 
 def test_plot_roofline_two_devices_with_table_1():
     ops = nvidia_example_operations()
-    ax = plot_roofline(ops, [H100, A100], "float16", source="recorded on NVIDIA H100 80GB HBM3 on 2026-11-20")
+    fig = plot_roofline(ops, [H100, A100], "float16", source="recorded on NVIDIA H100 80GB HBM3 on 2026-11-20")
+    assert isinstance(fig, matplotlib.figure.Figure)
+    (ax,) = fig.axes
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     assert "TFLOP/s" in ax.get_ylabel() and "FLOP/byte" in ax.get_xlabel()
     assert "recorded on NVIDIA H100 80GB HBM3 on 2026-11-20" in ax.get_title()
@@ -53,8 +56,8 @@ def test_plot_roofline_single_spec_default_source_and_ceiling():
     fig, ax = plt.subplots()
     out = plot_roofline([gemm_operation(8192, 128, 8192, "float16")], H100, ax=ax,
                         ceilings={"label": "measured cuBLAS", "flops": 700e12, "bandwidth": 3.0e12})
-    assert out is ax
-    assert spec_source(H100) in ax.get_title() and "datasheet" in ax.get_title()
+    assert out is fig
+    assert str(modelled(H100)) in ax.get_title() and "datasheet" in ax.get_title()
     dashed = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
     assert len(dashed) == 1 and dashed[0].get_label().startswith("measured cuBLAS: 700.0 TFLOP/s")
     assert max(dashed[0].get_ydata()) == pytest.approx(700)
@@ -66,13 +69,25 @@ def test_plot_roofline_single_spec_default_source_and_ceiling():
         plot_roofline([], A100, "float8")
 
 
+def test_plot_roofline_default_caption_names_every_spec():
+    title = plot_roofline([], [H100, A100]).axes[0].get_title()
+    assert caption([modelled(H100), modelled(A100)]) in title
+    assert "A100 datasheet" in title and "H100 datasheet" in title
+
+
 def test_plot_tile_waves():
-    ax = plot_tile_waves(2304, 1537, (256, 128), 108, source="model of A100-SXM4-80GB, no measurement")
+    fig = plot_tile_waves(2304, 1537, (256, 128), 108, source=modelled(A100))
+    (ax,) = fig.axes
     title = ax.get_title()
     assert "117 tiles of 256×128 in 2 waves of 108" in title and "54.2% utilization" in title
-    assert "model of A100-SXM4-80GB, no measurement" in title
+    assert str(modelled(A100)) in title
     assert ax.images[0].get_array().shape == (9, 13)
-    assert "SMs" in plot_tile_waves(12, 1, (1, 1), 8).get_title()
+    assert "model of a GPU with 8 SMs" in plot_tile_waves(12, 1, (1, 1), 8).axes[0].get_title()
+    source = Source("model", "A100-SXM4-80GB", detail="forced tiles")
+    fig = plot_tile_waves(12, 1, (1, 1), 8, source=source)
+    assert "model of A100-SXM4-80GB: forced tiles" in fig.axes[0].get_title()
+    with pytest.raises(TypeError, match="source must be"):
+        plot_tile_waves(12, 1, (1, 1), 8, source=3)
 
 
 def _png_outputs(out):
@@ -135,6 +150,8 @@ def test_gemm_explorer_without_measure_and_failing_measure():
     _, text, out = _parts(w)
     _png_outputs(out)
     assert "predicted" in text.value and "measured" not in text.value
+    assert "tile-shape factor (modelling assumption)" in text.value
+    assert plt.get_fignums() == []  # the widget's figures are not pyplot's, so a notebook shows each once
 
     def broken(*args):
         raise RuntimeError("no GPU")

@@ -1,0 +1,28 @@
+"""Figures of models and of experiment results (matplotlib only; nothing here runs an experiment).
+
+One module per chapter: :mod:`~perfkit.plots.background` (rooflines and waves),
+:mod:`~perfkit.plots.gemm` and :mod:`~perfkit.plots.timers`. Every figure function
+
+- returns the matplotlib ``Figure``; given ``ax=`` (one-panel figures), it draws into that Axes
+  and returns ``ax.figure``;
+- says where its numbers come from in the second line of its heading: an experiment figure
+  ``plot_x(frame, source=None)`` uses the frame's own metadata (``frame.attrs["meta"]``, see
+  :func:`perfkit.source_of`) and needs ``source`` only for a hand-built frame without metadata or
+  to say why the frame is None; a model figure names the model (see
+  :func:`perfkit.provenance.modelled`) unless given ``source``;
+- given no data (a None or empty frame), prints one line ``"No figure: <why>"`` and returns None,
+  so a chapter never shows a made-up figure.
+
+Durations are plotted in seconds, with SI-prefixed ticks (µs, ms).
+"""
+
+from __future__ import annotations
+
+from .background import plot_roofline, plot_tile_waves, plot_wave_model, plot_waves
+from .gemm import (plot_alignment, plot_gemm_sizes, plot_predicted_vs_measured, plot_quantization_sweep,
+                   plot_small_n, plot_tile_sizes, plot_transposes)
+from .timers import plot_timers
+
+__all__ = ["plot_alignment", "plot_gemm_sizes", "plot_predicted_vs_measured", "plot_quantization_sweep",
+           "plot_roofline", "plot_small_n", "plot_tile_sizes", "plot_tile_waves", "plot_timers",
+           "plot_transposes", "plot_wave_model", "plot_waves"]

@@ -1,0 +1,37 @@
+"""Figure of the timing appendix: the same kernels timed by perfkit and by other timers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from ..provenance import Source
+from ._common import frame_source, heading, no_data, single_axes, time_axis
+
+__all__ = ["plot_timers"]
+
+#: Columns of the ``timer_validation`` experiment, and the timer each holds.
+TIMERS = (("perfkit_time_s", "perfkit.bench"), ("perfkit_graph_time_s", "perfkit.bench, CUDA graph"),
+          ("triton_do_bench_s", "triton do_bench"), ("torch_timer_s", "torch Timer"))
+
+
+def plot_timers(frame: pd.DataFrame | None, source: Source | str | None = None, *,
+                ax: Axes | None = None) -> Figure | None:
+    """Each case's median time per call (s) under each timer; a timer with no values (on a CPU) is left out."""
+    if no_data(frame, source):
+        return None
+    label = frame_source(frame, source)
+    tools = [(col, name) for col, name in TIMERS if frame[col].notna().any()]
+    ax = single_axes(ax, height=4)
+    width = 0.8 / len(tools)
+    x = np.arange(len(frame))
+    for j, (col, name) in enumerate(tools):
+        ax.bar(x + j * width, frame[col], width, label=name)
+    ax.set_xticks(x + 0.4 - width / 2, frame["case"], fontsize=8, rotation=15, ha="right")
+    time_axis(ax, "median time per call", log=True)
+    heading(ax, "The same kernels under each timer", label)
+    ax.legend(fontsize=8)
+    ax.grid(True, axis="y", which="both", alpha=0.25)
+    return ax.figure

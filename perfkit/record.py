@@ -166,8 +166,9 @@ def _can_resume(exp: Experiment, old: Mapping[str, Any] | None, meta: Mapping[st
         return False
     if "skip" not in inspect.signature(exp.func).parameters:
         return False
-    same = all(old.get(k) == meta[k] for k in ("device_name", "experiment", "params", "perfkit_commit", "columns"))
-    return same and str(old.get("recorded_at", ""))[:10] == meta["recorded_at"][:10]
+    same = all(old.get(k) == meta[k] for k in ("device_name", "experiment", "params", "perfkit_commit"))
+    same_header = list(old.get("columns") or {}) == list(meta["columns"])  # the CSV's header, in order
+    return same and same_header and str(old.get("recorded_at", ""))[:10] == meta["recorded_at"][:10]
 
 
 def _record_one(exp: Experiment, out: Path, device: DeviceSpec, env: Mapping[str, Any], *, quick: bool,

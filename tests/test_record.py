@@ -206,6 +206,27 @@ def test_resume_passes_skip_to_experiments_that_accept_it(tmp_path, fakes):
     assert len(pd.read_csv(path)) == 4
 
 
+def test_no_resume_when_the_declared_columns_changed(tmp_path, fakes):
+    calls = []
+    fail = {"at": 2}
+
+    def fake(*, quick=False, progress=True, on_row=None, skip=None):
+        calls.append(skip is not None)
+        return sweep(4, on_row, fail_at=fail["at"])
+
+    name = fakes("_fake_columns", fake)
+    with pytest.raises(RecordingFailed):
+        record(name, tmp_path, progress=False)
+    json_path = slug_dir(tmp_path) / f"{name}.json"
+    old = json.loads(json_path.read_text())
+    old["columns"] = dict(reversed(list(old["columns"].items())))  # recorded under another declaration
+    json_path.write_text(json.dumps(old))
+    fail["at"] = None
+    [path] = record(name, tmp_path, progress=False)
+    assert calls == [False, False] and "resumed_at" not in meta_of(path)
+    assert pd.read_csv(path)["n"].tolist() == [0, 1, 2, 3]
+
+
 def test_no_resume_without_skip_parameter(tmp_path, fakes):
     fail = {"at": 2}
 

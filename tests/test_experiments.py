@@ -114,6 +114,7 @@ def test_gemm_sizes_cpu_rows_arrive_one_by_one(short_bench):
     assert set(frame["sweep"]) == {"mn", "k"}
 
 
+@quiet
 def test_interrupted_sweep_keeps_measured_rows():
     kept = []
 

@@ -199,3 +199,18 @@ def test_wave_model_figure():
     assert str(modelled(h100)) in _heading(plots.plot_wave_model(h100.sms, source=modelled(h100)))
     with pytest.raises(ValueError, match="sms"):
         plots.plot_wave_model(0)
+
+
+def test_samples_histogram_counts_every_sample_and_names_its_source():
+    from perfkit.measurement import Measurement
+
+    m = Measurement(samples=[1e-3, 1.1e-3, 1.2e-3, 5e-3], label="gemm", device="CPU (x86_64, 2 cores)")
+    fig = plots.plot_samples(m)
+    ax = fig.axes[0]
+    assert sum(p.get_height() for p in ax.patches) == m.n
+    assert "gemm: spread of the samples" in ax.get_title() and "live on CPU (x86_64, 2 cores)" in ax.get_title()
+    assert isinstance(ax.xaxis.get_major_formatter(), EngFormatter)
+    assert "recorded on X" in plots.plot_samples(m, source="recorded on X").axes[0].get_title()
+    with pytest.raises(TypeError, match="Measurement"):
+        plots.plot_samples([1e-3])
+    plt.close("all")

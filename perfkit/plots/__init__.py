@@ -21,8 +21,8 @@ from __future__ import annotations
 from .background import plot_roofline, plot_tile_waves, plot_wave_model, plot_waves
 from .gemm import (plot_alignment, plot_gemm_sizes, plot_predicted_vs_measured, plot_quantization_sweep,
                    plot_small_n, plot_tile_sizes, plot_transposes)
-from .timers import plot_timers
+from .timers import plot_samples, plot_timers
 
 __all__ = ["plot_alignment", "plot_gemm_sizes", "plot_predicted_vs_measured", "plot_quantization_sweep",
-           "plot_roofline", "plot_small_n", "plot_tile_sizes", "plot_tile_waves", "plot_timers",
+           "plot_roofline", "plot_samples", "plot_small_n", "plot_tile_sizes", "plot_tile_waves", "plot_timers",
            "plot_transposes", "plot_wave_model", "plot_waves"]

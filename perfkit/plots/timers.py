@@ -7,10 +7,12 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ..provenance import Source
+from ..measurement import Measurement
+from ..provenance import Source, live
+from ..units import format_time
 from ._common import frame_source, heading, no_data, single_axes, time_axis
 
-__all__ = ["plot_timers"]
+__all__ = ["plot_samples", "plot_timers"]
 
 #: Columns of the ``timer_validation`` experiment, and the timer each holds.
 TIMERS = (("perfkit_time_s", "perfkit.bench"), ("perfkit_graph_time_s", "perfkit.bench, CUDA graph"),
@@ -34,4 +36,23 @@ def plot_timers(frame: pd.DataFrame | None, source: Source | str | None = None, 
     heading(ax, "The same kernels under each timer", label)
     ax.legend(fontsize=8)
     ax.grid(True, axis="y", which="both", alpha=0.25)
+    return ax.figure
+
+
+def plot_samples(m: Measurement, source: Source | str | None = None, *, ax: Axes | None = None,
+                 bins: int = 30) -> Figure:
+    """A histogram of one :class:`~perfkit.measurement.Measurement`'s samples (s), median and mean marked.
+
+    The caption is ``source``, by default a live measurement on the Measurement's device.
+    """
+    if not isinstance(m, Measurement):
+        raise TypeError(f"m must be a perfkit Measurement (from perfkit.bench), got {type(m).__name__}")
+    ax = single_axes(ax, height=3)
+    ax.hist(m.samples, bins=bins, color="C0")
+    ax.axvline(m.median, color="black", label=f"median {format_time(m.median)}")
+    ax.axvline(m.mean, color="C3", ls="--", label=f"mean {format_time(m.mean)}")
+    time_axis(ax, "one call", axis="x")
+    ax.set_ylabel("samples")
+    heading(ax, f"{m.label}: spread of the samples", source if source is not None else live(m.device or None))
+    ax.legend(fontsize=8)
     return ax.figure

@@ -101,6 +101,14 @@ KNOWN_DEVICES: dict[str, DeviceSpec] = {d.name: d for d in (
     # 15.7 FP32 / 125 FP16 Tensor TFLOPS; FP64 7.8 from the V100 datasheet [R].
     _gpu("V100-SXM2", 80, 900, 6, 32, {"float64": 7.8, "float32": 15.7, "float16": 125},
          "NVIDIA GPU Performance Background guide; V100 datasheet"),
+    # NVIDIA Tesla P100 datasheet [R] (no Tensor Cores): 56 SMs, 4 MB L2, 732 GB/s HBM2 (16 GB).
+    # SXM2 (1480 MHz boost): FP64 5.3, FP32 10.6, FP16 21.2; PCIe (1329 MHz): 4.7, 9.3, 18.7.
+    # The FP16 rate is native half2 math; DeepBench's P100 "pseudo FP16" rows store fp16 but do
+    # their math in fp32, so they run at the FP32 rate (model them with math_dtype="float32").
+    _gpu("P100-SXM2", 56, 732, 4, 16, {"float64": 5.3, "float32": 10.6, "float16": 21.2},
+         "NVIDIA Tesla P100 datasheet (SXM2)"),
+    _gpu("P100-PCIe", 56, 732, 4, 16, {"float64": 4.7, "float32": 9.3, "float16": 18.7},
+         "NVIDIA Tesla P100 datasheet (PCIe, 16 GB)"),
     # NVIDIA A100 datasheet (nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf), dense:
     # FP64 Tensor Core 19.5, FP32 19.5, TF32 156, FP16/BF16 312, INT8 624; 1555 GB/s (40GB).
     _gpu("A100-SXM4-40GB", 108, 1555, 40, 40,
@@ -162,6 +170,8 @@ _DRIVER_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"\bA100\b.*80\s*GB", "A100-SXM4-80GB"),
     (r"\bA100\b", "A100-SXM4-40GB"),
     (r"\bV100\b", "V100-SXM2"),
+    (r"\bP100\b.*\bSXM2?\b", "P100-SXM2"),
+    (r"\bP100\b", "P100-PCIe"),
     (r"\bL40S\b", "L40S"),
     (r"\bL4\b", "L4"),
     (r"\bT4\b", "T4"),

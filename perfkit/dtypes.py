@@ -53,6 +53,13 @@ def itemsize(dtype: Any) -> int:
     return _ITEMSIZE[canonical_dtype(dtype)]
 
 
+def output_itemsize(dtype: Any) -> int:
+    """Bytes per element of a GEMM's output C for inputs of ``dtype``: int8 accumulates and writes
+    int32 (4 bytes), float8 writes a 2-byte (bfloat16) result, other dtypes write their own size."""
+    name = canonical_dtype(dtype)
+    return {"int8": 4, "float8": 2}.get(name, _ITEMSIZE[name])
+
+
 def torch_dtype(dtype: Any):
     """The ``torch.dtype`` that stores ``dtype`` (tf32 → ``torch.float32``, float8 → ``torch.float8_e4m3fn``)."""
     import torch

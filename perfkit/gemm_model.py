@@ -1,19 +1,36 @@
-"""The GEMM time model: the roofline plus tile and wave quantization.
+"""The GEMM time model: achievable ceilings, tiles, waves, split-K and a latency floor.
 
-The output is cut into ``tile=(TM, TN)`` tiles, one thread block each, that run in waves of
-``SMs × blocks_per_sm``. Each wave costs as much as a full wave of full tiles over the whole K
-(no split-K), so:
+For an M×N×K GEMM on a device with ``SMs`` multiprocessors (``W = SMs × blocks_per_sm`` work units
+run at once):
 
-- per-wave time = ``2·TM·TN·K / (peak_flops / (SMs·blocks_per_sm)) / shape_factor``;
-- ``math_s`` = waves × per-wave time, ``memory_s`` = :func:`~perfkit.roofline.gemm_bytes` / bandwidth;
-- predicted = ``max(math_s, memory_s) + launch_overhead_s``.
+1. **Ceilings.** ``P``, the achievable math throughput of the math dtype, and ``B``, the achievable
+   bandwidth (:mod:`perfkit.calibration`: measured on this device when recorded, else documented
+   fractions of the datasheet).
+2. **Tiles and split-K.** The output is cut into ``TM×TN`` tiles and K into ``s`` slices, so
+   ``units = ⌈M/TM⌉·⌈N/TN⌉·s`` run in ``⌈units/W⌉`` waves. Splitting K (split-K) gives a
+   small-M·N GEMM enough units to fill the GPU, at the price of fp32 partial sums written and read
+   back, and a second kernel.
+3. **One unit** takes ``max(2·TM·TN·k / (P/W) / f, u / (β·B/W))`` with ``k = ⌈K/s⌉``: its math
+   at its share of ``P``, slowed by the tile-shape factor ``f``; or its own share ``u`` of the
+   operands (``TM·k`` elements of A shared by the ``⌈N/TN⌉`` tiles of its row, ``TN·k`` of B
+   shared by the ``⌈M/TM⌉`` tiles of its column) at ``β`` times its fair share of bandwidth. So a
+   GEMM that occupies few SMs cannot draw the whole memory system.
+4. **Time** = ``max(math, memory) + latency``, math = waves × unit math, memory = ``max(waves ×
+   unit share, bytes / B)`` (twice the latency with split-K),
+   with ``bytes`` = A + B + C (C read too when ``accumulate``) + split-K partials.
+5. Like a library heuristic, the model takes the (tile, split) with the smallest time.
 
-Because waves·wave_size·TM·TN ≥ M·N and shape factors are ≤ 1, the prediction is never
-below the roofline floor ``max(flops / peak, bytes / bandwidth)``. Misalignment (dimensions not a
-multiple of 16 bytes) is reported in ``aligned`` but not penalised, and neither split-K nor tiles
-smaller than 64×64 are modelled, so tiny, latency-bound GEMMs come out pessimistic.
+``f`` follows the operand reuse of a tile, ``r = TM·TN/(TM+TN)`` (FLOPs per operand element
+loaded): ``f = r/(r + r0)``, normalised to 1 for 256×128. This reproduces NVIDIA's ordering of
+tile efficiency (256×128 > 128×128 > 256×64 > 128×64 > 64×64). The constants of
+:class:`GemmModel` (``r0``, ``β``, latency) were fitted on half of Baidu DeepBench's published V100
+GEMMs (``scripts/fit_gemm_model.py``); :func:`perfkit.validation.validation_table` reports the
+other half and the P100. Misaligned dimensions cost nothing unless a measurement says otherwise
+(DeepBench's unaligned M = 35 rows fit as well as the aligned ones).
 
-Units: seconds, FLOP/s, bytes/s.
+The prediction is never below the plain roofline floor ``max(flops / peak, bytes / bandwidth)``
+with datasheet numbers, which :class:`GemmPrediction` keeps as ``floor_s``. Units: seconds,
+FLOP/s, bytes/s.
 """
 
 from __future__ import annotations
@@ -22,31 +39,59 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ._validate import non_negative_number, positive_int, positive_number, tile_pair
+from .calibration import Ceilings, achievable_ceilings, datasheet_ceilings, default_ceilings
 from .devices import DeviceSpec
-from .dtypes import canonical_dtype
-from .quantization import alignment, wave_quantization
-from .roofline import gemm_bytes, gemm_flops, roofline_time
+from .dtypes import canonical_dtype, itemsize, output_itemsize
+from .quantization import alignment, cdiv
+from .roofline import gemm_bytes, gemm_flops
 
-__all__ = ["CANDIDATE_TILES", "TILE_SHAPE_FACTORS", "GemmPrediction", "explain_gemm", "predict_gemm_time",
-           "prediction_error"]
+__all__ = ["CANDIDATE_TILES", "DEFAULT_MODEL", "GemmModel", "GemmPrediction", "TILE_SHAPE_FACTORS", "explain_gemm",
+           "predict_gemm_time", "prediction_error", "shape_factor"]
 
-#: Relative speed of each tile shape (1.0 = the fastest): a **modelling assumption**, not a
-#: measurement. Not to be confused with a prediction's ``tile_efficiency``, the useful fraction of
-#: the launched tile work. The
-#: ordering follows NVIDIA's *Matrix Multiplication Background* guide ("Typical Tile Dimensions
-#: In cuBLAS And Performance"): 256×128 and 128×256 most efficient, then 128×128, then 256×64 and
-#: 64×256, then 128×64 and 64×128, and 64×64 least efficient (larger tiles reuse more data). The
-#: values are ours; pass ``shape_factors=`` to use others.
-TILE_SHAPE_FACTORS: dict[tuple[int, int], float] = {
-    (256, 128): 1.0, (128, 256): 1.0,
-    (128, 128): 0.92,
-    (256, 64): 0.85, (64, 256): 0.85,
-    (128, 64): 0.78, (64, 128): 0.78,
-    (64, 64): 0.65,
-}
+#: Tiles the automatic choice tries, largest first (ties go to the earlier one).
+CANDIDATE_TILES: tuple[tuple[int, int], ...] = (
+    (256, 128), (128, 256), (128, 128), (256, 64), (64, 256), (128, 64), (64, 128), (64, 64),
+    (128, 32), (32, 128), (64, 32), (32, 64), (32, 32),
+)
 
-#: Tiles the automatic choice tries, most efficient first (ties go to the earlier one).
-CANDIDATE_TILES: tuple[tuple[int, int], ...] = tuple(TILE_SHAPE_FACTORS)
+#: K slices the automatic choice tries (1 = no split-K).
+SPLITS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+
+
+@dataclass(frozen=True)
+class GemmModel:
+    """The model's constants. Defaults: fitted on DeepBench's V100 GEMMs (see the module docstring).
+
+    - ``reuse_half`` (``r0``, elements): the tile reuse at which a tile runs at half its best speed;
+    - ``sm_bandwidth_share`` (``β``): how many times its fair share of bandwidth one SM can draw;
+    - ``latency_s`` (seconds): the fixed cost of a kernel: launch, ramp-up and drain;
+    - ``min_split_k``: the shortest K slice split-K makes (elements).
+    """
+
+    reuse_half: float = 16.0
+    sm_bandwidth_share: float = 1.0
+    latency_s: float = 6e-6
+    min_split_k: int = 256
+
+    def __post_init__(self) -> None:
+        positive_number("reuse_half", self.reuse_half)
+        positive_number("sm_bandwidth_share", self.sm_bandwidth_share)
+        non_negative_number("latency_s", self.latency_s, "seconds")
+        positive_int("min_split_k", self.min_split_k)
+
+
+DEFAULT_MODEL = GemmModel()
+
+
+def shape_factor(tile: tuple[int, int], reuse_half: float = DEFAULT_MODEL.reuse_half) -> float:
+    """Relative speed of a ``(TM, TN)`` tile, 1.0 for 256×128: ``f = r/(r + r0)`` normalised, ``r = TM·TN/(TM+TN)``."""
+    tm, tn = tile_pair("tile", tile)
+    r, best = tm * tn / (tm + tn), 256 * 128 / 384
+    return min(1.0, (r / (r + reuse_half)) / (best / (best + reuse_half)))
+
+
+#: :func:`shape_factor` of every candidate tile under the default model.
+TILE_SHAPE_FACTORS: dict[tuple[int, int], float] = {t: shape_factor(t) for t in CANDIDATE_TILES}
 
 
 @dataclass(frozen=True)
@@ -61,16 +106,21 @@ class GemmPrediction:
     tile: tuple[int, int]  # (TM, TN), chosen or given
     tiles: int
     waves: int
-    utilization: float  # tiles / (waves·wave_size): how full the waves are
+    utilization: float  # units / (waves·wave_size): how full the waves are
     tile_efficiency: float  # M·N / (tiles·TM·TN): useful fraction of the launched tile work
-    shape_factor: float  # the modelled relative speed of this tile shape (TILE_SHAPE_FACTORS)
-    floor_s: float  # roofline time: max(flops/peak, bytes/bandwidth), no quantization, no overhead
-    math_s: float  # waves × per-wave time
-    memory_s: float  # bytes / bandwidth
-    predicted_s: float  # max(math_s, memory_s) + launch overhead
-    bound: str  # "math" or "memory"
+    shape_factor: float  # the tile's modelled relative speed (shape_factor)
+    floor_s: float  # plain roofline with datasheet numbers: max(flops/peak, bytes/bandwidth)
+    math_s: float  # waves × a unit's math time
+    memory_s: float  # max(bytes / achievable bandwidth, waves × a unit's operand share time)
+    predicted_s: float  # max(math_s, memory_s) + latency
+    bound: str  # "math", "memory" or "latency"
     aligned: bool  # M, N and K all multiples of alignment(dtype)
-    launch_overhead_s: float = 0.0
+    launch_overhead_s: float = 0.0  # the latency added (twice with split-K)
+    split_k: int = 1  # K slices
+    math_dtype: str = ""  # the dtype whose throughput bounds the math
+    flops_ceiling: float = 0.0  # achievable FLOP/s used
+    bandwidth_ceiling: float = 0.0  # achievable bytes/s used
+    ceilings_source: str = ""  # where the ceilings come from
 
     @property
     def achieved_flops(self) -> float:
@@ -78,9 +128,9 @@ class GemmPrediction:
         return gemm_flops(self.M, self.N, self.K) / self.predicted_s
 
 
-def _factor_table(shape_factors: Mapping | None) -> dict[tuple[int, int], float]:
+def _factor_table(shape_factors: Mapping | None) -> dict[tuple[int, int], float] | None:
     if shape_factors is None:
-        return TILE_SHAPE_FACTORS
+        return None
     if not isinstance(shape_factors, Mapping) or not shape_factors:
         raise TypeError("shape_factors must be a non-empty mapping of (TM, TN) tiles to factors in (0, 1], "
                         f"got {shape_factors!r}")
@@ -94,70 +144,125 @@ def _factor_table(shape_factors: Mapping | None) -> dict[tuple[int, int], float]
     return table
 
 
-def _explain(M, N, K, dtype, spec, tile, blocks_per_sm, overhead, factor) -> GemmPrediction:
-    peak = spec.peak_flops(dtype)
-    if not spec.sms:
-        raise LookupError(f"the SM count of {spec.name} is unknown, so waves cannot be modelled")
-    flops, nbytes = gemm_flops(M, N, K), gemm_bytes(M, N, K, dtype)
-    floor_s, _ = roofline_time(flops, nbytes, spec, dtype)
-    wq = wave_quantization(M, N, tile, spec.sms, blocks_per_sm)
-    tm, tn = wq.tile
-    wave_s = 2 * tm * tn * K / (peak / wq.wave_size) / factor
-    # waves·wave_s ≥ flops/peak mathematically; the max only absorbs rounding at full waves.
-    math_s = max(wq.waves * wave_s, flops / peak)
-    memory_s = nbytes / spec.mem_bandwidth
-    predicted = max(math_s, memory_s) + overhead
-    assert predicted >= floor_s, "the model must never beat the roofline"
-    a = alignment(dtype)
-    return GemmPrediction(
-        M=M, N=N, K=K, dtype=dtype, device=spec.label, tile=wq.tile, tiles=wq.tiles, waves=wq.waves,
-        utilization=wq.utilization, tile_efficiency=M * N / (wq.tiles * tm * tn), shape_factor=factor,
-        floor_s=floor_s, math_s=math_s, memory_s=memory_s, predicted_s=predicted,
-        bound="math" if math_s >= memory_s else "memory",
-        aligned=M % a == 0 and N % a == 0 and K % a == 0, launch_overhead_s=overhead,
-    )
+def _ceilings(spec: DeviceSpec, ceilings) -> Ceilings:
+    if ceilings is None:
+        return achievable_ceilings(spec)
+    if isinstance(ceilings, Ceilings):
+        return ceilings
+    if ceilings == "datasheet":
+        return datasheet_ceilings(spec)
+    if ceilings == "default":
+        return default_ceilings(spec)
+    raise TypeError("ceilings must be None (recorded, else default), 'default', 'datasheet' or a Ceilings, "
+                    f"got {ceilings!r}")
+
+
+def _unit_times(tm, tn, k, size, rows, cols, peak_per_unit, bw_per_unit, factor):
+    """Seconds for one work unit's math, and for its share of the operands at its share of bandwidth."""
+    share = (tm * k / cols + tn * k / rows) * size
+    return 2 * tm * tn * k / peak_per_unit / factor, share / bw_per_unit
 
 
 def explain_gemm(M: int, N: int, K: int, dtype: Any, spec: DeviceSpec, tile: tuple[int, int] | None = None, *,
-                 blocks_per_sm: int = 1, launch_overhead_s: float = 3e-6,
-                 shape_factors: Mapping[tuple[int, int], float] | None = None) -> GemmPrediction:
-    """Predict an M×N×K GEMM on ``spec`` and say why (see the module docstring for the model).
+                 blocks_per_sm: int = 1, launch_overhead_s: float | None = None,
+                 shape_factors: Mapping[tuple[int, int], float] | None = None, math_dtype: Any = None,
+                 accumulate: bool = False, split_k: int | None = None, ceilings: Ceilings | str | None = None,
+                 model: GemmModel | None = None) -> GemmPrediction:
+    """Predict an M×N×K GEMM on ``spec`` and say why (the model is in the module docstring).
 
-    ``tile=(TM, TN)`` forces a tile; ``None`` picks, like a library heuristic, the candidate in
-    ``shape_factors`` (default :data:`TILE_SHAPE_FACTORS`) with the smallest predicted time. The
-    per-shape factors are modelling assumptions; a forced tile not in the table gets 1.0.
-    ``launch_overhead_s`` (seconds, ≥ 0) is added once.
+    - ``dtype``: the storage dtype of A and B (int8 writes an int32 C, float8 a 2-byte C);
+      ``math_dtype`` (default ``dtype``): the dtype whose throughput bounds the math, e.g.
+      ``"float32"`` for fp16 storage with fp32 math (the P100's "pseudo FP16").
+    - ``tile=(TM, TN)`` forces a tile and, unless ``split_k`` says otherwise, no split-K (a forced
+      tile is a hand-written kernel); ``None`` picks the fastest candidate tile and split.
+    - ``accumulate``: C is read as well as written (``beta ≠ 0``).
+    - ``ceilings``: ``None`` (recorded for this device, else defaults), ``"default"``,
+      ``"datasheet"`` or a :class:`~perfkit.calibration.Ceilings`.
+    - ``launch_overhead_s`` (seconds, ≥ 0) replaces the model's latency; ``shape_factors`` maps
+      tiles to factors in (0, 1] replacing :func:`shape_factor` (and the candidate tiles).
     """
     M, N, K = positive_int("M", M), positive_int("N", N), positive_int("K", K)
     dtype = canonical_dtype(dtype)
+    math_dtype = dtype if math_dtype is None else canonical_dtype(math_dtype)
     if not isinstance(spec, DeviceSpec):
         raise TypeError(f"spec must be a DeviceSpec (e.g. device_spec('H100-SXM')), got {spec!r}")
     if not spec.mem_bandwidth:
         raise LookupError(f"memory bandwidth of {spec.name} is unknown, so it has no roofline")
+    if not spec.sms:
+        raise LookupError(f"the SM count of {spec.name} is unknown, so waves cannot be modelled")
+    model = DEFAULT_MODEL if model is None else model
+    if not isinstance(model, GemmModel):
+        raise TypeError(f"model must be a GemmModel or None, got {model!r}")
     blocks_per_sm = positive_int("blocks_per_sm", blocks_per_sm)
-    overhead = non_negative_number("launch_overhead_s", launch_overhead_s, "seconds")
+    latency = model.latency_s if launch_overhead_s is None else non_negative_number(
+        "launch_overhead_s", launch_overhead_s, "seconds")
+    if not isinstance(accumulate, bool):
+        raise TypeError(f"accumulate must be True or False, got {accumulate!r}")
     table = _factor_table(shape_factors)
-    args = (M, N, K, dtype, spec)
     if tile is not None:
         tile = tile_pair("tile", tile)
-        return _explain(*args, tile, blocks_per_sm, overhead, table.get(tile, 1.0))
-    candidates = [_explain(*args, t, blocks_per_sm, overhead, f) for t, f in table.items()]
-    return min(candidates, key=lambda p: p.predicted_s)  # first of equals: the table's order
+    auto_split = split_k is None and tile is None
+    splits = SPLITS if auto_split else (positive_int("split_k", 1 if split_k is None else split_k),)
+    if splits[0] > K:
+        raise ValueError(f"split_k must be at most K={K} (each slice needs at least one k), got {split_k}")
+    tiles = [tile] if tile is not None else list(table or CANDIDATE_TILES)
+    cl = _ceilings(spec, ceilings)
+    peak_sheet = spec.peak_flops(math_dtype)
+    peak = min(cl.flops_for(math_dtype), peak_sheet)
+    bw = min(cl.bandwidth, spec.mem_bandwidth)
+    a = alignment(dtype)
+    aligned = M % a == 0 and N % a == 0 and K % a == 0
+    slowdown = 1.0 if aligned else cl.unaligned_slowdown.get(math_dtype, 1.0)
+
+    flops = gemm_flops(M, N, K)
+    size, out_size = itemsize(dtype), output_itemsize(dtype)
+    base_bytes = size * (M * K + K * N) + out_size * M * N * (2 if accumulate else 1)
+    floor_s = max(flops / peak_sheet, gemm_bytes(M, N, K, dtype) / spec.mem_bandwidth)
+    wave = spec.sms * blocks_per_sm
+    best = None
+    for t in tiles:
+        tm, tn = t
+        factor = (table or {}).get(t) or shape_factor(t, model.reuse_half)
+        rows, cols = cdiv(M, tm), cdiv(N, tn)
+        n_tiles = rows * cols
+        for s in splits:
+            k = cdiv(K, s)
+            if auto_split and s > 1 and (k < model.min_split_k or s > K):
+                continue
+            waves = cdiv(n_tiles * s, wave)
+            unit_math, unit_memory = _unit_times(tm, tn, k, size, rows, cols, peak / wave,
+                                                 model.sm_bandwidth_share * bw / wave, factor)
+            math_s = max(waves * unit_math * slowdown, flops / peak)
+            nbytes = base_bytes + (8 * M * N * s if s > 1 else 0)  # fp32 partials, written and read
+            memory_s = max(nbytes / bw, waves * unit_memory)
+            overhead = latency * (2 if s > 1 else 1)
+            total = max(math_s, memory_s) + overhead
+            if best is None or total < best[0]:
+                best = (total, t, s, n_tiles, waves, factor, math_s, memory_s, overhead)
+    total, t, s, n_tiles, waves, factor, math_s, memory_s, overhead = best
+    predicted = max(total, floor_s)
+    bound = "latency" if overhead > max(math_s, memory_s) else "math" if math_s >= memory_s else "memory"
+    return GemmPrediction(
+        M=M, N=N, K=K, dtype=dtype, device=spec.label, tile=t, tiles=n_tiles, waves=waves,
+        utilization=n_tiles * s / (waves * wave), tile_efficiency=M * N / (n_tiles * t[0] * t[1]),
+        shape_factor=factor, floor_s=floor_s, math_s=math_s, memory_s=memory_s, predicted_s=predicted,
+        bound=bound, aligned=aligned, launch_overhead_s=overhead, split_k=s, math_dtype=math_dtype,
+        flops_ceiling=peak, bandwidth_ceiling=bw, ceilings_source=cl.source,
+    )
 
 
-def predict_gemm_time(M: int, N: int, K: int, dtype: Any, spec: DeviceSpec, tile: tuple[int, int] | None = None, *,
-                      blocks_per_sm: int = 1, launch_overhead_s: float = 3e-6,
-                      shape_factors: Mapping[tuple[int, int], float] | None = None) -> float:
-    """Predicted time of an M×N×K GEMM in seconds: ``explain_gemm(...).predicted_s``."""
-    return explain_gemm(M, N, K, dtype, spec, tile, blocks_per_sm=blocks_per_sm,
-                        launch_overhead_s=launch_overhead_s, shape_factors=shape_factors).predicted_s
+def predict_gemm_time(M: int, N: int, K: int, dtype: Any, spec: DeviceSpec, tile: tuple[int, int] | None = None,
+                      **options) -> float:
+    """Predicted time of an M×N×K GEMM in seconds: ``explain_gemm(...).predicted_s`` (same options)."""
+    return explain_gemm(M, N, K, dtype, spec, tile, **options).predicted_s
 
 
 def prediction_error(measured_s, predicted_s) -> dict:
     """Relative error of predictions against measurements (both in seconds, array-like).
 
-    Returns ``{"median_abs", "p90_abs", "median", "n"}`` where errors are ``predicted/measured − 1``
-    (negative: the model is optimistic). Pairs with a missing prediction are ignored.
+    Returns ``{"median_abs", "p90_abs", "median", "optimistic", "n"}`` where errors are
+    ``predicted/measured − 1`` (negative: the model is optimistic; ``optimistic`` is the share of
+    such pairs). Pairs with a missing prediction are ignored.
     """
     import numpy as np
 
@@ -168,4 +273,4 @@ def prediction_error(measured_s, predicted_s) -> dict:
         raise ValueError("prediction_error needs at least one pair of finite measured_s > 0 and predicted_s")
     e = p[keep] / m[keep] - 1
     return {"median_abs": float(np.median(np.abs(e))), "p90_abs": float(np.percentile(np.abs(e), 90)),
-            "median": float(np.median(e)), "n": int(keep.sum())}
+            "median": float(np.median(e)), "optimistic": float(np.mean(e < 0)), "n": int(keep.sum())}

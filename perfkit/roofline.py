@@ -18,7 +18,7 @@ import numpy as np
 
 from ._validate import non_negative_number, positive_int, positive_number
 from .devices import DeviceSpec
-from .dtypes import canonical_dtype, itemsize
+from .dtypes import canonical_dtype, itemsize, output_itemsize
 
 __all__ = [
     "Operation",
@@ -45,9 +45,12 @@ def gemm_flops(M: int, N: int, K: int) -> int:
 
 
 def gemm_bytes(M: int, N: int, K: int, dtype: Any) -> int:
-    """Bytes a GEMM must move if A (M×K), B (K×N) and C (M×N) each cross memory once."""
+    """Bytes a GEMM must move if A (M×K), B (K×N) and C (M×N) each cross memory once.
+
+    C has the output element size (:func:`~perfkit.dtypes.output_itemsize`: int32 for int8 inputs).
+    """
     M, N, K = positive_int("M", M), positive_int("N", N), positive_int("K", K)
-    return itemsize(dtype) * (M * K + K * N + M * N)
+    return itemsize(dtype) * (M * K + K * N) + output_itemsize(dtype) * M * N
 
 
 def arithmetic_intensity(M: int, N: int, K: int, dtype: Any) -> float:

@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfkit.devices import KNOWN_DEVICES, device_spec
-from perfkit.gemm_model import CANDIDATE_TILES, TILE_SHAPE_FACTORS, GemmPrediction, explain_gemm, predict_gemm_time
+from perfkit.gemm_model import (CANDIDATE_TILES, DEFAULT_MODEL, SPLITS, TILE_SHAPE_FACTORS, GemmModel, GemmPrediction,
+                                explain_gemm, predict_gemm_time, shape_factor)
 from perfkit.quantization import wave_quantization
 from perfkit.roofline import gemm_bytes, gemm_flops, roofline_time
 
@@ -27,7 +28,8 @@ def test_wave_boundary_jump_and_plateau():
 
 
 def test_steps_exactly_where_wave_count_changes():
-    Ns = np.arange(1, 10001)
+    # From N = 256 on, 2304×N×4096 is math-bound on an A100 (below, it is memory-bound: no waves).
+    Ns = np.arange(256, 10001)
     times = np.array([t(int(n)) for n in Ns])
     waves = np.array([wave_quantization(2304, int(n), TILE, A100.sms).waves for n in Ns])
     time_steps = Ns[1:][~np.isclose(times[1:], times[:-1], rtol=1e-9, atol=0)]
@@ -49,32 +51,45 @@ def test_explain_fields_and_consistency():
                                       A100, "float16")[0]
     assert p.predicted_s == predict_gemm_time(2304, 1537, 4096, "float16", A100, TILE)
     # 2304×1536 is exactly 108 full 256×128 tiles: one full wave runs at the datasheet peak ...
-    full = explain_gemm(2304, 1536, 4096, "float16", A100, TILE)
+    full = explain_gemm(2304, 1536, 4096, "float16", A100, TILE, ceilings="datasheet")
     assert full.aligned and full.waves == 1 and full.utilization == 1.0
     assert full.math_s == pytest.approx(gemm_flops(2304, 1536, 4096) / 312e12)
+    # With the default ceilings it runs at the achievable fraction of the peak instead.
+    default = explain_gemm(2304, 1536, 4096, "float16", A100, TILE)
+    assert default.flops_ceiling == pytest.approx(0.869 * 312e12)
+    assert default.math_s == pytest.approx(gemm_flops(2304, 1536, 4096) / default.flops_ceiling)
+    assert "MAMF" in default.ceilings_source and default.split_k == 1
     # ... and one more column costs a whole second wave.
-    assert p.math_s == pytest.approx(2 * full.math_s)
+    assert p.math_s == pytest.approx(2 * default.math_s)
 
 
 def test_overhead_blocks_per_sm_and_memory_bound():
-    assert t(1536, launch_overhead_s=0) == pytest.approx(t(1536) - 3e-6)
+    assert t(1536, launch_overhead_s=0) == pytest.approx(t(1536) - DEFAULT_MODEL.latency_s)
     # Two blocks per SM share each SM: a wave holds 216 tiles and takes twice as long, so
     # 117 tiles cost as much as 216.
     assert t(1537, blocks_per_sm=2) == pytest.approx(t(3072))
     assert t(3072, blocks_per_sm=2) == pytest.approx(t(3072))
-    p = explain_gemm(4096, 1, 1024, "float16", device_spec("H100-SXM"))  # batch-1 linear: memory-bound
-    assert p.bound == "memory" and p.predicted_s == pytest.approx(p.memory_s + 3e-6)
+    h100 = device_spec("H100-SXM")
+    p = explain_gemm(16384, 1, 8192, "float16", h100)  # batch-1 linear layer: memory-bound
+    assert p.bound == "memory" and p.predicted_s == pytest.approx(p.memory_s + p.launch_overhead_s)
+    dram_s = (16384 * 8192 + 8192 + 16384) * 2 / (0.9 * 3350e9)  # at the achievable bandwidth
+    assert dram_s <= p.memory_s < 1.05 * dram_s
+    tiny = explain_gemm(64, 1, 64, "float16", h100)  # nothing to do: the kernel's fixed cost dominates
+    assert tiny.bound == "latency" and DEFAULT_MODEL.latency_s < tiny.predicted_s < 1.1 * DEFAULT_MODEL.latency_s
 
 
 def test_shape_factor_table_and_override():
-    assert CANDIDATE_TILES[:2] == ((256, 128), (128, 256)) and CANDIDATE_TILES[-1] == (64, 64)
+    assert CANDIDATE_TILES[:2] == ((256, 128), (128, 256)) and CANDIDATE_TILES[-1] == (32, 32)
+    # NVIDIA's ordering of tile efficiency follows from the operand reuse TM·TN/(TM+TN).
+    order = [(256, 128), (128, 128), (256, 64), (128, 64), (64, 64), (32, 32)]
+    assert [shape_factor(t) for t in order] == sorted((shape_factor(t) for t in order), reverse=True)
     assert TILE_SHAPE_FACTORS[(256, 128)] == 1.0 > TILE_SHAPE_FACTORS[(128, 128)] > TILE_SHAPE_FACTORS[(64, 64)]
     p = explain_gemm(4096, 4096, 4096, "float16", A100, (128, 128))
     assert p.shape_factor == TILE_SHAPE_FACTORS[(128, 128)]
-    assert explain_gemm(4096, 4096, 4096, "float16", A100, (32, 32)).shape_factor == 1.0
+    assert explain_gemm(4096, 4096, 4096, "float16", A100, (16, 8)).shape_factor == shape_factor((16, 8)) < 0.5
     q = explain_gemm(4096, 4096, 4096, "float16", A100, (32, 32), shape_factors={(32, 32): 0.5})
-    assert q.shape_factor == 0.5 and q.math_s == pytest.approx(2 * explain_gemm(4096, 4096, 4096, "float16",
-                                                                                 A100, (32, 32)).math_s)
+    plain = explain_gemm(4096, 4096, 4096, "float16", A100, (32, 32))
+    assert q.shape_factor == 0.5 and q.math_s == pytest.approx(plain.math_s * plain.shape_factor / 0.5)
     r = explain_gemm(4096, 4096, 4096, "float16", A100, shape_factors={(64, 64): 1.0})
     assert r.tile == (64, 64)  # the table given is the candidate list
     with pytest.raises(ValueError, match=r"shape_factors\[\(64, 64\)\] must be a number in \(0, 1\]"):
@@ -117,17 +132,23 @@ def test_never_faster_than_the_roofline(gemm, tile, overhead):
     assert p.floor_s == floor and p.predicted_s >= floor
     assert p.math_s >= gemm_flops(M, N, K) / spec.peak_flops(dtype)
     assert 0 < p.utilization <= 1 and 0 < p.tile_efficiency <= 1
-    assert p.bound == ("math" if p.math_s >= p.memory_s else "memory")
+    work = max(p.math_s, p.memory_s)
+    assert p.bound == ("latency" if p.launch_overhead_s > work else "math" if p.math_s >= p.memory_s else "memory")
+    assert p.predicted_s == pytest.approx(max(work + p.launch_overhead_s, floor), rel=1e-12)
 
 
 @settings(max_examples=200, deadline=None)
 @given(gemms(), tiles, st.sampled_from(["M", "N", "K"]), st.integers(1, 5000))
 def test_more_work_never_takes_less_time(gemm, tile, axis, extra):
+    """A longer K always costs more. A larger M or N does once the GEMM is math-bound; while it is
+    memory-bound, more tiles bring more SMs to draw bandwidth, as on a real GPU."""
     M, N, K, dtype, spec = gemm
     bigger = dict(M=M, N=N, K=K)
     bigger[axis] += extra
-    before = predict_gemm_time(M, N, K, dtype, spec, tile)
-    assert predict_gemm_time(dtype=dtype, spec=spec, tile=tile, **bigger) >= before
+    before = explain_gemm(M, N, K, dtype, spec, tile)
+    after = explain_gemm(dtype=dtype, spec=spec, tile=tile, **bigger)
+    if axis == "K" or (before.bound == after.bound == "math"):
+        assert after.predicted_s >= before.predicted_s * (1 - 1e-12)
 
 
 @settings(max_examples=150, deadline=None)
@@ -135,8 +156,11 @@ def test_more_work_never_takes_less_time(gemm, tile, axis, extra):
 def test_auto_tile_is_the_fastest_candidate(gemm):
     M, N, K, dtype, spec = gemm
     auto = explain_gemm(M, N, K, dtype, spec)
-    assert auto.tile in CANDIDATE_TILES
-    assert auto.predicted_s == min(predict_gemm_time(M, N, K, dtype, spec, t) for t in CANDIDATE_TILES)
+    assert auto.tile in CANDIDATE_TILES and auto.split_k in SPLITS
+    options = [predict_gemm_time(M, N, K, dtype, spec, t, split_k=s) for t in CANDIDATE_TILES for s in SPLITS
+               if s == 1 or (-(-K // s) >= DEFAULT_MODEL.min_split_k and s <= K)]
+    assert auto.predicted_s == pytest.approx(min(options), rel=1e-12)
+    assert auto.predicted_s <= min(predict_gemm_time(M, N, K, dtype, spec, t) for t in CANDIDATE_TILES)
 
 
 @settings(max_examples=150, deadline=None)
@@ -158,6 +182,12 @@ def test_aligned_means_every_dimension_is_a_multiple_of_16_bytes(gemm):
     (dict(blocks_per_sm=0), ValueError, "blocks_per_sm must be a positive integer"),
     (dict(launch_overhead_s=-1), ValueError, "launch_overhead_s must be a finite number of seconds"),
     (dict(spec="A100"), TypeError, "spec must be a DeviceSpec"),
+    (dict(math_dtype="float9"), ValueError, "dtype 'float9' is not known"),
+    (dict(accumulate=1), TypeError, "accumulate must be True or False"),
+    (dict(split_k=0), ValueError, "split_k must be a positive integer"),
+    (dict(split_k=65), ValueError, "split_k must be at most K=64"),
+    (dict(ceilings="best"), TypeError, "ceilings must be None"),
+    (dict(model={"latency_s": 0}), TypeError, "model must be a GemmModel"),
 ])
 def test_bad_arguments(kwargs, exc, match):
     args = dict(M=64, N=64, K=64, dtype="float16", spec=A100) | kwargs

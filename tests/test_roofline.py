@@ -17,7 +17,7 @@ def test_gemm_flops_and_bytes():
     assert gemm_flops(2, 3, 4) == 48
     assert gemm_bytes(2, 3, 4, "float16") == 2 * (8 + 12 + 6)
     assert gemm_bytes(2, 3, 4, "tf32") == 4 * 26
-    assert gemm_bytes(2, 3, 4, "int8") == 26
+    assert gemm_bytes(2, 3, 4, "int8") == 20 + 4 * 6  # int8 inputs, int32 output
 
 
 @pytest.mark.parametrize("shape, expected", [

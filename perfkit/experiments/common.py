@@ -10,7 +10,7 @@ import psutil
 
 from .._validate import one_of, positive_int
 from ..dtypes import canonical_dtype, itemsize, torch_dtype
-from ..roofline import gemm_flops
+from ..roofline import gemm_bytes, gemm_flops
 from ..timing import Measurement
 from ..units import GiB
 
@@ -52,8 +52,7 @@ def ensure_fits(nbytes: int, device: str, *, what: str, headroom: float = 0.9) -
 
 def gemm_bytes_needed(M: int, N: int, K: int, dtype: str) -> int:
     """Device bytes a GEMM experiment allocates: A, B and an output (float8/int8 write wider outputs)."""
-    out_size = 2 if canonical_dtype(dtype) == "float8" else 4 if canonical_dtype(dtype) == "int8" else itemsize(dtype)
-    return itemsize(dtype) * (M * K + K * N) + out_size * M * N
+    return gemm_bytes(M, N, K, dtype)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,173 @@
+"""Achievable ceilings: the math throughput and bandwidth a real GEMM can reach on a device.
+
+Datasheet peaks are never reached: cuBLAS gets about 80 % of an H100's dense BF16 peak and 87 % of
+an A100's (the MAMF finder's best shapes), and a copy draws about 90 % of the memory bandwidth. The
+GEMM model (:mod:`perfkit.gemm_model`) is calibrated by these **achievable** ceilings, taken, in
+order, from
+
+1. a recording of ``ceiling_matmul`` and ``ceiling_copy`` for the device in ``data/`` (measured, and
+   ``gemm_alignment`` for the measured cost of unaligned dimensions), else
+2. documented defaults: a fraction of the datasheet per device (:data:`ACHIEVABLE_FRACTIONS`), each
+   with its source.
+
+An achievable ceiling is never above the datasheet one. Units: FLOP/s, bytes/s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from .devices import DeviceSpec
+from .dtypes import canonical_dtype
+from .units import GIGA, TERA
+
+__all__ = ["ACHIEVABLE_FRACTIONS", "BANDWIDTH_FRACTION", "Ceilings", "achievable_ceilings",
+           "clear_cache", "datasheet_ceilings", "default_ceilings", "recorded_ceilings_of"]
+
+#: Dtypes that run on Tensor Cores where a device has them.
+TENSOR_CORE_DTYPES = frozenset({"tf32", "float16", "bfloat16", "float8", "int8"})
+
+_MAMF = "MAMF finder (ml-engineering, 2025)"
+_DEEPBENCH = "Baidu DeepBench V100 results (cuBLAS 10.1, 2019)"
+
+#: Per device: the achievable fraction of the datasheet peak for Tensor Core dtypes
+#: (``"tensor"``), for CUDA-core dtypes (``"cuda"``, float32/float64 and everything on a GPU without
+#: Tensor Cores), and per-dtype exceptions, with the source of each.
+ACHIEVABLE_FRACTIONS: dict[str, dict] = {
+    "V100-SXM2": {"tensor": 0.898, "cuda": 0.941,
+                  "source": f"{_DEEPBENCH}: best FP16 GEMM 112.3 of 125, best FP32 14.8 of 15.7 TFLOP/s"},
+    "P100-SXM2": {"tensor": None, "cuda": 0.941, "source": "no data of its own: the V100's FP32 fraction"},
+    "P100-PCIe": {"tensor": None, "cuda": 0.941, "source": "no data of its own: the V100's FP32 fraction"},
+    "A100-SXM4-40GB": {"tensor": 0.869, "cuda": 0.941,
+                       "source": f"{_MAMF}: A100 SXM BF16 271.2 of 312 TFLOP/s; CUDA cores as on V100"},
+    "A100-SXM4-80GB": {"tensor": 0.869, "cuda": 0.941,
+                       "source": f"{_MAMF}: A100 SXM BF16 271.2 of 312 TFLOP/s; CUDA cores as on V100"},
+    "H100-SXM": {"tensor": 0.803, "cuda": 0.941, "float8": 0.709,
+                 "source": f"{_MAMF}: H100 SXM BF16 794.5 of 989, FP8 1402.6 of 1979 TFLOP/s"},
+    "H100-PCIe": {"tensor": 0.803, "cuda": 0.941, "float8": 0.709,
+                  "source": f"{_MAMF}: the H100 SXM's fractions"},
+    "H200": {"tensor": 0.803, "cuda": 0.941, "float8": 0.734,
+             "source": f"{_MAMF}: H100 SXM BF16 794.5 of 989 ('H200 is the same'), H200 FP8 1453.4 of 1979"},
+}
+
+#: Fractions for a device not in :data:`ACHIEVABLE_FRACTIONS`: the H100's Tensor Core fraction.
+GENERIC_FRACTIONS = {"tensor": 0.803, "cuda": 0.941,
+                     "source": "no published figure for this device: the H100's and V100's fractions"}
+
+#: Achievable fraction of the datasheet memory bandwidth. DeepBench's V100 GEMV-like GEMMs
+#: (512×8×500000, FP32) draw 817 of 900 GB/s, 0.91; STREAM-like copies on HBM GPUs reach about 0.9.
+BANDWIDTH_FRACTION = 0.9
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """Achievable math throughput per dtype (FLOP/s) and memory bandwidth (bytes/s), and their source.
+
+    ``unaligned_slowdown`` (per dtype, ≥ 1) multiplies the math time of a GEMM whose dimensions are
+    not multiples of 16 bytes; it is only set from a measurement (a ``gemm_alignment`` recording).
+    """
+
+    flops: Mapping[str, float]
+    bandwidth: float
+    source: str
+    unaligned_slowdown: Mapping[str, float] = field(default_factory=dict)
+
+    def flops_for(self, dtype) -> float:
+        """Achievable FLOP/s for ``dtype``; ``LookupError`` if there is none."""
+        d = canonical_dtype(dtype)
+        if d not in self.flops:
+            have = ", ".join(map(repr, self.flops)) or "none"
+            raise LookupError(f"no achievable throughput for dtype {d!r} ({self.source}); dtypes: {have}")
+        return self.flops[d]
+
+
+def _check_spec(spec) -> DeviceSpec:
+    if not isinstance(spec, DeviceSpec):
+        raise TypeError(f"spec must be a DeviceSpec (e.g. device_spec('H100-SXM')), got {spec!r}")
+    if not spec.mem_bandwidth:
+        raise LookupError(f"memory bandwidth of {spec.name} is unknown, so it has no ceilings")
+    return spec
+
+
+def datasheet_ceilings(spec: DeviceSpec) -> Ceilings:
+    """The datasheet peaks and bandwidth themselves: the plain roofline's ceilings."""
+    spec = _check_spec(spec)
+    return Ceilings(dict(spec.peaks), float(spec.mem_bandwidth),
+                    f"datasheet: {spec.sources.get('peaks', 'unknown source')}")
+
+
+def default_ceilings(spec: DeviceSpec) -> Ceilings:
+    """Documented fractions of the datasheet (:data:`ACHIEVABLE_FRACTIONS`, :data:`BANDWIDTH_FRACTION`)."""
+    spec = _check_spec(spec)
+    fr = ACHIEVABLE_FRACTIONS.get(spec.name, GENERIC_FRACTIONS)
+    flops = {}
+    for d, peak in spec.peaks.items():
+        tensor = d in TENSOR_CORE_DTYPES and fr["tensor"] is not None
+        flops[d] = peak * fr.get(d, fr["tensor"] if tensor else fr["cuda"])
+    return Ceilings(flops, spec.mem_bandwidth * BANDWIDTH_FRACTION,
+                    f"default fractions of the datasheet ({fr['source']}; bandwidth ×{BANDWIDTH_FRACTION})")
+
+
+def recorded_ceilings_of(spec: DeviceSpec, root=None) -> Ceilings | None:
+    """Ceilings measured on ``spec``'s GPU and recorded in ``data/``, or ``None`` if not both recorded.
+
+    Each measured value is capped at the datasheet's; dtypes not measured keep the default.
+    """
+    from .data import load
+    from .experiments.ceilings import measured_ceilings
+    from .provenance import caption, source_of
+
+    spec = _check_spec(spec)
+    frames = {}
+    for name in ("ceiling_matmul", "ceiling_copy"):
+        try:
+            frames[name] = load(name, device=spec, root=root)
+        except (LookupError, FileNotFoundError):
+            return None
+    best = measured_ceilings(frames["ceiling_matmul"], frames["ceiling_copy"])
+    if not best["bandwidth"] or not best["flops"]:
+        return None
+    flops = dict(default_ceilings(spec).flops)
+    flops.update({d: min(v, spec.peaks.get(d, v)) for d, v in best["flops"].items()})
+    slowdown = {}
+    try:
+        align = load("gemm_alignment", device=spec, root=root)
+    except (LookupError, FileNotFoundError):
+        align = None
+    if align is not None and len(align):
+        for d, g in align.groupby("dtype"):
+            ok, bad = g[g["aligned"].astype(bool)], g[~g["aligned"].astype(bool)]
+            if len(ok) and len(bad):
+                slowdown[d] = max(1.0, float(bad["time_s"].median() / ok["time_s"].median()))
+    label = caption([source_of(f) for f in frames.values()])
+    return Ceilings(flops, min(best["bandwidth"], spec.mem_bandwidth), f"measured ({label})", slowdown)
+
+
+_CACHE: dict[tuple, Ceilings] = {}
+
+
+def achievable_ceilings(spec: DeviceSpec) -> Ceilings:
+    """The recorded ceilings of ``spec`` when ``data/`` has them, else :func:`default_ceilings`.
+
+    Looked up once per device and data folder (:func:`clear_cache` forgets what was found).
+    """
+    from .data import data_root
+
+    spec = _check_spec(spec)
+    root = str(data_root())
+    key = (spec.name, spec.driver_name, spec.mem_bandwidth, tuple(sorted(spec.peaks.items())), root)
+    if key not in _CACHE:
+        _CACHE[key] = recorded_ceilings_of(spec, root) or default_ceilings(spec)
+    return _CACHE[key]
+
+
+def clear_cache() -> None:
+    """Forget the ceilings :func:`achievable_ceilings` found (after recording new ones)."""
+    _CACHE.clear()
+
+
+def describe(ceilings: Ceilings, dtype) -> str:
+    """One line: the achievable throughput for ``dtype``, the bandwidth, and their source."""
+    return (f"{ceilings.flops_for(dtype) / TERA:,.1f} TFLOP/s, {ceilings.bandwidth / GIGA:,.0f} GB/s "
+            f"({ceilings.source})")

@@ -7,11 +7,15 @@ The public API, by concept (one module each):
 - roofline: :func:`arithmetic_intensity`, :func:`roofline_time`, :func:`plot_roofline`, …
 - quantization: :func:`alignment`, :func:`pad_to_multiple`, :func:`tile_quantization`, :func:`wave_quantization`
 - shapes (layer → GEMM): :func:`linear_gemms`, :func:`conv_gemms`, :func:`rnn_gemms`
-- gemm_model: :func:`predict_gemm_time`, :func:`explain_gemm`
+- gemm_model: :func:`predict_gemm_time`, :func:`explain_gemm`, :class:`GemmModel`
+- calibration (achievable ceilings): :func:`achievable_ceilings`, :class:`Ceilings`
+- validation (the model against every published and recorded GEMM): :func:`validation_table`
 - timing: :func:`bench`, :class:`Measurement`
 - kernels: :func:`tiled_matmul` (Triton, forced tiles)
 - experiments, data and provenance: :mod:`perfkit.experiments`, :mod:`perfkit.data`,
   :func:`run_or_load`, :func:`source_of`, :func:`caption`
+- published third-party measurements (Baidu DeepBench's V100/P100): :func:`published`,
+  :func:`published_all`, :func:`published_recordings`
 - figures and widgets: :mod:`perfkit.plots`, :func:`roofline_explorer`, :func:`gemm_explorer`
 
 Units everywhere: seconds, bytes, FLOP/s, bytes/s.
@@ -24,11 +28,13 @@ import warnings as _warnings
 
 from . import data, experiments, provenance
 from ._version import __version__
+from .data import published, published_all, published_recordings
 from .devices import KNOWN_DEVICES, DeviceSpec, current_device, device_spec, match_driver_name
 from .dtypes import DTYPES, canonical_dtype, itemsize, torch_dtype
 from .experiments import REGISTRY
-from .gemm_model import (CANDIDATE_TILES, TILE_SHAPE_FACTORS, GemmPrediction, explain_gemm, predict_gemm_time,
-                         prediction_error)
+from .calibration import Ceilings, achievable_ceilings, default_ceilings
+from .gemm_model import (CANDIDATE_TILES, TILE_SHAPE_FACTORS, GemmModel, GemmPrediction, explain_gemm,
+                         predict_gemm_time, prediction_error, shape_factor)
 from .kernels import tiled_matmul, triton_mode
 from .provenance import Source, caption, live_source, run_or_load, source_of
 from .quantization import alignment, cdiv, pad_to_multiple, tile_quantization, wave_quantization
@@ -37,6 +43,7 @@ from .roofline import (Operation, arithmetic_intensity, attainable_flops, gemm_b
                        nvidia_example_operations, roofline_time)
 from .shapes import RNN_GATES, conv_gemms, conv_output_size, linear_gemms, rnn_gemms
 from .timing import Measurement, NoiseWarning, bench, to_gbps, to_tflops
+from .validation import validation_frames, validation_table, with_predictions, worst_predictions
 
 _RENAMED = {"TILE_EFFICIENCY": "TILE_SHAPE_FACTORS"}
 

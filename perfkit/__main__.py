@@ -1,7 +1,8 @@
 """Command line: ``python -m perfkit {info,list,record}`` (also installed as ``perfkit``).
 
 - ``info``: this device's spec (every number and where it comes from) and the software versions;
-- ``list``: the registered experiments and the recordings found;
+- ``list``: the registered experiments, the recordings found and the published measurements
+  (``data/published/``);
 - ``record [EXPERIMENT ...] --out DIR [--quick] [--archive FILE.tar.gz] [--no-progress] [--no-resume]``:
   measure and write ``DIR/<device-slug>/<experiment>.csv`` + ``.json`` (see :mod:`perfkit.record`).
 
@@ -19,11 +20,13 @@ from pathlib import Path
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="perfkit", description="Measure and record deep-learning GPU performance.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{info,list,record}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{info,list,validate,record}")
     sub.add_parser("info", help="this device's spec and the software versions")
     pl = sub.add_parser("list", help="registered experiments and recordings found")
     pl.add_argument("--data", metavar="DIR", default=None,
                     help="recordings folder (default: $PERFKIT_DATA, else the repository's data/)")
+    pv = sub.add_parser("validate", help="the GEMM model against every published and recorded GEMM in data/")
+    pv.add_argument("--worst", type=int, default=0, metavar="N", help="also print the N worst predictions per source")
     pr = sub.add_parser("record", help="run experiments and write their CSV + JSON recordings")
     pr.add_argument("experiments", nargs="*", metavar="EXPERIMENT", help="experiment names (default: all)")
     pr.add_argument("--out", metavar="DIR", default="data",
@@ -63,7 +66,7 @@ def _info() -> int:
 
 
 def _list(data: str | None) -> int:
-    from .data import data_root, recordings
+    from .data import PUBLISHED_DIR, data_root, published_recordings, recordings
     from .experiments.registry import REGISTRY as registry
 
     print("experiments:")
@@ -81,6 +84,38 @@ def _list(data: str | None) -> int:
     else:
         shown = table[["device_slug", "experiment", "recorded_at", "rows", "complete"]]
         print("\n".join("  " + line for line in shown.to_string(index=False).splitlines()))
+    table = published_recordings(data)
+    print(f"\npublished recordings in {data_root(data) / PUBLISHED_DIR}:")
+    if not len(table):
+        print("  (none)")
+    else:
+        shown = table[["publisher", "gpu", "kind", "rows", "published_date"]]
+        print("\n".join("  " + line for line in shown.to_string(index=False).splitlines()))
+    return 0
+
+
+def _validate(worst: int) -> int:
+    import pandas as pd
+
+    from .validation import validation_frames, validation_table, worst_predictions
+
+    frames = validation_frames()
+    table = validation_table(frames)
+    if not len(table):
+        print("no published or recorded GEMMs in data/ to check the model against")
+        return 1
+    with pd.option_context("display.width", 200, "display.max_colwidth", 80):
+        for label, part in table.groupby("data", sort=False):
+            print(f"\n{label}")
+            shown = part.drop(columns="data").copy()
+            for c in ("median_abs", "p90_abs", "optimistic"):
+                shown[c] = shown[c].map("{:.1%}".format)
+            print(shown.to_string(index=False))
+        for name, frame in frames.items() if worst > 0 else ():
+            cols = [c for c in ("M", "N", "K", "layout", "dtype", "time_s", "predicted_s", "error")
+                    if c in frame or c == "error"]
+            print(f"\nworst {worst} of {name}:")
+            print(worst_predictions(frame, worst)[cols].to_string(index=False))
     return 0
 
 
@@ -139,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         return _info()
     if args.command == "list":
         return _list(args.data)
+    if args.command == "validate":
+        return _validate(args.worst)
     return _record(args)
 
 

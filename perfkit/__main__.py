@@ -77,21 +77,17 @@ def _list(data: str | None) -> int:
         needs = ",".join(exp.needs) or "-"
         first = exp.description.strip().splitlines()[0] if exp.description.strip() else ""
         print(f"  {name:<{w}}  needs: {needs:<18} {first}")
-    table = recordings(data)
-    print(f"\nrecordings in {data_root(data)}:")
-    if not len(table):
-        print("  (none)")
-    else:
-        shown = table[["device_slug", "experiment", "recorded_at", "rows", "complete"]]
-        print("\n".join("  " + line for line in shown.to_string(index=False).splitlines()))
-    table = published_recordings(data)
-    print(f"\npublished recordings in {data_root(data) / PUBLISHED_DIR}:")
-    if not len(table):
-        print("  (none)")
-    else:
-        shown = table[["publisher", "gpu", "kind", "rows", "published_date"]]
-        print("\n".join("  " + line for line in shown.to_string(index=False).splitlines()))
+    _print_table(f"recordings in {data_root(data)}", recordings(data),
+                 ["device_slug", "experiment", "recorded_at", "rows", "complete"])
+    _print_table(f"published recordings in {data_root(data) / PUBLISHED_DIR}", published_recordings(data),
+                 ["publisher", "gpu", "kind", "rows", "published_date"])
     return 0
+
+
+def _print_table(title: str, table, columns: list[str]) -> None:
+    print(f"\n{title}:")
+    lines = table[columns].to_string(index=False).splitlines() if len(table) else ["(none)"]
+    print("\n".join("  " + line for line in lines))
 
 
 def _validate(worst: int) -> int:

@@ -10,7 +10,7 @@ order, from
 2. documented defaults: a fraction of the datasheet per device (:data:`ACHIEVABLE_FRACTIONS`), each
    with its source.
 
-An achievable ceiling is never above the datasheet one. Units: FLOP/s, bytes/s.
+The model never uses a ceiling above the datasheet's. Units: FLOP/s, bytes/s.
 """
 
 from __future__ import annotations
@@ -110,10 +110,8 @@ def default_ceilings(spec: DeviceSpec) -> Ceilings:
 
 
 def recorded_ceilings_of(spec: DeviceSpec, root=None) -> Ceilings | None:
-    """Ceilings measured on ``spec``'s GPU and recorded in ``data/``, or ``None`` if not both recorded.
-
-    Each measured value is capped at the datasheet's; dtypes not measured keep the default.
-    """
+    """Ceilings measured on ``spec``'s GPU and recorded in ``data/`` (only the dtypes measured), or
+    ``None`` unless both ``ceiling_matmul`` and ``ceiling_copy`` are recorded for it."""
     from .data import load
     from .experiments.ceilings import measured_ceilings
     from .provenance import caption, source_of
@@ -128,8 +126,6 @@ def recorded_ceilings_of(spec: DeviceSpec, root=None) -> Ceilings | None:
     best = measured_ceilings(frames["ceiling_matmul"], frames["ceiling_copy"])
     if not best["bandwidth"] or not best["flops"]:
         return None
-    flops = dict(default_ceilings(spec).flops)
-    flops.update({d: min(v, spec.peaks.get(d, v)) for d, v in best["flops"].items()})
     slowdown = {}
     try:
         align = load("gemm_alignment", device=spec, root=root)
@@ -141,7 +137,7 @@ def recorded_ceilings_of(spec: DeviceSpec, root=None) -> Ceilings | None:
             if len(ok) and len(bad):
                 slowdown[d] = max(1.0, float(bad["time_s"].median() / ok["time_s"].median()))
     label = caption([source_of(f) for f in frames.values()])
-    return Ceilings(flops, min(best["bandwidth"], spec.mem_bandwidth), f"measured ({label})", slowdown)
+    return Ceilings(best["flops"], best["bandwidth"], f"measured ({label})", slowdown)
 
 
 _CACHE: dict[tuple, Ceilings] = {}
@@ -158,7 +154,12 @@ def achievable_ceilings(spec: DeviceSpec) -> Ceilings:
     root = str(data_root())
     key = (spec.name, spec.driver_name, spec.mem_bandwidth, tuple(sorted(spec.peaks.items())), root)
     if key not in _CACHE:
-        _CACHE[key] = recorded_ceilings_of(spec, root) or default_ceilings(spec)
+        default, measured = default_ceilings(spec), recorded_ceilings_of(spec, root)
+        if measured is None:
+            _CACHE[key] = default
+        else:  # dtypes not measured keep their default fraction
+            _CACHE[key] = Ceilings({**default.flops, **measured.flops}, measured.bandwidth, measured.source,
+                                   measured.unaligned_slowdown)
     return _CACHE[key]
 
 

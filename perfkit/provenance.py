@@ -28,8 +28,7 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 
 from .data import load
-from .devices import DeviceSpec, current_device, match_driver_name
-from .experiments.ceilings import measured_ceilings
+from .devices import DeviceSpec, current_device
 from .experiments.registry import get, missing_needs
 
 #: The kinds of :class:`Source`.
@@ -175,20 +174,12 @@ def recorded_ceilings(spec: DeviceSpec, dtype: str = "float16") -> dict | None:
     Returns ``{"label", "flops", "bandwidth"}`` (FLOP/s, bytes/s) when ``ceiling_matmul`` (with
     ``dtype``) and ``ceiling_copy`` were both recorded on a GPU matching ``spec``, else ``None``.
     """
-    frames = {}
-    for name in ("ceiling_matmul", "ceiling_copy"):
-        try:
-            frame = load(name)
-        except LookupError:
-            return None
-        if match_driver_name(frame.attrs["meta"].get("device_name") or "") != spec.name:
-            return None
-        frames[name] = frame
-    best = measured_ceilings(frames["ceiling_matmul"], frames["ceiling_copy"])
-    if dtype not in best["flops"] or not best["bandwidth"]:
+    from .calibration import recorded_ceilings_of
+
+    measured = recorded_ceilings_of(spec)
+    if measured is None or dtype not in measured.flops:
         return None
-    label = caption([source_of(f) for f in frames.values()])
-    return {"label": f"measured ({label})", "flops": best["flops"][dtype], "bandwidth": best["bandwidth"]}
+    return {"label": measured.source, "flops": measured.flops[dtype], "bandwidth": measured.bandwidth}
 
 
 #: ``pk.live_source()``: the label of numbers measured now on this machine.

@@ -102,9 +102,8 @@ def validation_frames(root=None) -> dict[str, pd.DataFrame]:
     for r in table[table["device_kind"] == "gpu"].itertuples():
         if r.experiment in GEMM_EXPERIMENTS:
             f = load(r.experiment, device=r.device_slug, root=root)
-            if "impl" in f:
+            if "impl" in f:  # forced-tile Triton rows are the tile experiments', not cuBLAS's
                 f = f[f["impl"] == "cublas"]
-            f.attrs["meta"] = load(r.experiment, device=r.device_slug, root=root).attrs["meta"]
             frames[f"{r.experiment} on {r.device_slug}"] = with_predictions(f)
     return frames
 

@@ -15,7 +15,7 @@ from typing import Mapping
 
 import pandas as pd
 
-from .devices import DeviceSpec, device_spec, match_driver_name
+from .devices import DeviceSpec, device_spec
 from .gemm_model import GemmModel, explain_gemm, prediction_error
 from .provenance import source_of
 
@@ -39,9 +39,8 @@ def _spec_of(frame: pd.DataFrame, spec: DeviceSpec | None) -> DeviceSpec:
     meta = frame.attrs.get("meta") or {}
     for name in (meta.get("device"), meta.get("device_name")):
         if isinstance(name, str):
-            entry = match_driver_name(name)
             try:
-                return device_spec(entry or name)
+                return device_spec(name)  # a table name or a driver name
             except LookupError:
                 continue
     raise LookupError("the frame's metadata names no known device (keys 'device', 'device_name'); pass spec=")

@@ -20,10 +20,13 @@ run at once):
    with ``bytes`` = A + B + C (C read too when ``accumulate``) + split-K partials.
 5. Like a library heuristic, the model takes the (tile, split) with the smallest time.
 
-``f`` follows the operand reuse of a tile, ``r = TM·TN/(TM+TN)`` (FLOPs per operand element
-loaded): ``f = r/(r + r0)``, normalised to 1 for 256×128. This reproduces NVIDIA's ordering of
-tile efficiency (256×128 > 128×128 > 256×64 > 128×64 > 64×64). The constants of
-:class:`GemmModel` (``r0``, ``β``, latency) were fitted on half of Baidu DeepBench's published V100
+``f`` follows the operand reuse of a tile, ``r = TM·TN/(TM+TN)`` (half the FLOPs per operand
+element loaded): ``f = r/(r + r0)``, normalised to 1 for 256×128. This reproduces NVIDIA's ordering
+of tile efficiency (256×128 > 128×128 > 256×64 > 128×64 > 64×64). The reuse a tile needs grows
+with how fast the math is compared with memory, so ``r0 = c · P/B``: ``c`` times the device's
+ridge point (FLOP/byte) for the math dtype. On a V100 the Tensor Cores (ridge ≈ 139) need about
+eight times the reuse of the FP32 units (ridge ≈ 18). The constants of
+:class:`GemmModel` (``c``, ``β``, latency) were fitted on half of Baidu DeepBench's published V100
 GEMMs (``scripts/fit_gemm_model.py``); :func:`perfkit.validation.validation_table` reports the
 other half and the P100. Misaligned dimensions cost nothing unless a measurement says otherwise
 (DeepBench's unaligned M = 35 rows fit as well as the aligned ones).
@@ -45,8 +48,8 @@ from .dtypes import canonical_dtype, itemsize, output_itemsize
 from .quantization import alignment, cdiv
 from .roofline import gemm_bytes, gemm_flops
 
-__all__ = ["CANDIDATE_TILES", "DEFAULT_MODEL", "GemmModel", "GemmPrediction", "TILE_SHAPE_FACTORS", "explain_gemm",
-           "predict_gemm_time", "prediction_error", "shape_factor"]
+__all__ = ["CANDIDATE_TILES", "DEFAULT_MODEL", "GemmModel", "GemmPrediction", "REFERENCE_REUSE_HALF",
+           "TILE_SHAPE_FACTORS", "explain_gemm", "predict_gemm_time", "prediction_error", "shape_factor"]
 
 #: Tiles the automatic choice tries, largest first (ties go to the earlier one).
 CANDIDATE_TILES: tuple[tuple[int, int], ...] = (
@@ -62,35 +65,50 @@ SPLITS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
 class GemmModel:
     """The model's constants. Defaults: fitted on DeepBench's V100 GEMMs (see the module docstring).
 
-    - ``reuse_half`` (``r0``, elements): the tile reuse at which a tile runs at half its best speed;
+    - ``reuse_per_ridge`` (``c``): the tile reuse at which a tile runs at half its best speed,
+      ``r0 = c · P/B`` elements, in units of the ridge point ``P/B`` (FLOP/byte) of the device
+      and math dtype;
     - ``sm_bandwidth_share`` (``β``): how many times its fair share of bandwidth one SM can draw;
     - ``latency_s`` (seconds): the fixed cost of a kernel: launch, ramp-up and drain;
     - ``min_split_k``: the shortest K slice split-K makes (elements).
     """
 
-    reuse_half: float = 16.0
+    reuse_per_ridge: float = 1.0
     sm_bandwidth_share: float = 1.0
-    latency_s: float = 6e-6
+    latency_s: float = 5e-6
     min_split_k: int = 256
 
     def __post_init__(self) -> None:
-        positive_number("reuse_half", self.reuse_half)
+        positive_number("reuse_per_ridge", self.reuse_per_ridge)
         positive_number("sm_bandwidth_share", self.sm_bandwidth_share)
         non_negative_number("latency_s", self.latency_s, "seconds")
         positive_int("min_split_k", self.min_split_k)
 
 
+    def reuse_half(self, flops: float, bandwidth: float) -> float:
+        """``r0`` in elements for a math throughput ``flops`` (FLOP/s) and a bandwidth (bytes/s)."""
+        return self.reuse_per_ridge * positive_number("flops", flops) / positive_number("bandwidth", bandwidth)
+
+
 DEFAULT_MODEL = GemmModel()
 
+#: The ``r0`` of :data:`TILE_SHAPE_FACTORS`: a V100's FP32 units (14.8 TFLOP/s over 810 GB/s).
+REFERENCE_REUSE_HALF = 16.0
 
-def shape_factor(tile: tuple[int, int], reuse_half: float = DEFAULT_MODEL.reuse_half) -> float:
-    """Relative speed of a ``(TM, TN)`` tile, 1.0 for 256×128: ``f = r/(r + r0)`` normalised, ``r = TM·TN/(TM+TN)``."""
+
+def shape_factor(tile: tuple[int, int], reuse_half: float = REFERENCE_REUSE_HALF) -> float:
+    """Relative speed of a ``(TM, TN)`` tile, 1.0 for 256×128: ``f = r/(r + r0)`` normalised, ``r = TM·TN/(TM+TN)``.
+
+    ``reuse_half`` is ``r0`` in elements; :func:`explain_gemm` takes it from :class:`GemmModel`.
+    """
     tm, tn = tile_pair("tile", tile)
+    reuse_half = positive_number("reuse_half", reuse_half)
     r, best = tm * tn / (tm + tn), 256 * 128 / 384
     return min(1.0, (r / (r + reuse_half)) / (best / (best + reuse_half)))
 
 
-#: :func:`shape_factor` of every candidate tile under the default model.
+#: :func:`shape_factor` of every candidate tile at :data:`REFERENCE_REUSE_HALF` (a V100's FP32 units);
+#: a faster math dtype has a larger ``r0``, which slows small tiles more.
 TILE_SHAPE_FACTORS: dict[tuple[int, int], float] = {t: shape_factor(t) for t in CANDIDATE_TILES}
 
 
@@ -121,6 +139,7 @@ class GemmPrediction:
     flops_ceiling: float = 0.0  # achievable FLOP/s used
     bandwidth_ceiling: float = 0.0  # achievable bytes/s used
     ceilings_source: str = ""  # where the ceilings come from
+    reuse_half: float = 0.0  # r0 in elements: the tile reuse at half speed (c · flops / bandwidth)
 
     @property
     def achieved_flops(self) -> float:
@@ -210,6 +229,7 @@ def explain_gemm(M: int, N: int, K: int, dtype: Any, spec: DeviceSpec, tile: tup
     peak_sheet = spec.peak_flops(math_dtype)
     peak = min(cl.flops_for(math_dtype), peak_sheet)
     bw = min(cl.bandwidth, spec.mem_bandwidth)
+    r0 = model.reuse_half(peak, bw)
     a = alignment(dtype)
     aligned = M % a == 0 and N % a == 0 and K % a == 0
     slowdown = 1.0 if aligned else cl.unaligned_slowdown.get(math_dtype, 1.0)
@@ -222,7 +242,7 @@ def explain_gemm(M: int, N: int, K: int, dtype: Any, spec: DeviceSpec, tile: tup
     best = None
     for t in tiles:
         tm, tn = t
-        factor = (table or {}).get(t) or shape_factor(t, model.reuse_half)
+        factor = (table or {}).get(t) or shape_factor(t, r0)
         rows, cols = cdiv(M, tm), cdiv(N, tn)
         n_tiles = rows * cols
         for s in splits:
@@ -247,7 +267,7 @@ def explain_gemm(M: int, N: int, K: int, dtype: Any, spec: DeviceSpec, tile: tup
         utilization=n_tiles * s / (waves * wave), tile_efficiency=M * N / (n_tiles * t[0] * t[1]),
         shape_factor=factor, floor_s=floor_s, math_s=math_s, memory_s=memory_s, predicted_s=predicted,
         bound=bound, aligned=aligned, launch_overhead_s=overhead, split_k=s, math_dtype=math_dtype,
-        flops_ceiling=peak, bandwidth_ceiling=bw, ceilings_source=cl.source,
+        flops_ceiling=peak, bandwidth_ceiling=bw, ceilings_source=cl.source, reuse_half=r0,
     )
 
 

@@ -1,6 +1,6 @@
 """Fit the GEMM model's constants on the fit half of DeepBench's published V100 GEMMs.
 
-A grid search over ``reuse_half`` (r0), ``sm_bandwidth_share`` (β) and ``latency_s`` minimising
+A grid search over ``reuse_per_ridge`` (c, with r0 = c · ridge point), ``sm_bandwidth_share`` (β) and ``latency_s`` minimising
 median + 90th percentile of |predicted/measured − 1| on the fit half (``perfkit.validation.fit_half``);
 it prints the best few, then the held-out half and the P100 (never fitted) under the best and
 under perfkit's ``DEFAULT_MODEL``. The ceilings are not fitted: they are the documented defaults
@@ -21,7 +21,7 @@ import perfkit as pk
 from perfkit.gemm_model import DEFAULT_MODEL, GemmModel
 from perfkit.validation import fit_half, with_predictions
 
-GRID = {"reuse_half": (8.0, 16.0, 32.0), "sm_bandwidth_share": (0.75, 1.0, 1.5, 2.0),
+GRID = {"reuse_per_ridge": (0.5, 0.75, 1.0, 1.25, 1.5), "sm_bandwidth_share": (0.75, 1.0, 1.5, 2.0),
         "latency_s": (4e-6, 5e-6, 6e-6)}
 
 

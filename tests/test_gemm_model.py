@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfkit.devices import KNOWN_DEVICES, device_spec
-from perfkit.gemm_model import (CANDIDATE_TILES, DEFAULT_MODEL, SPLITS, TILE_SHAPE_FACTORS, GemmModel, GemmPrediction,
-                                explain_gemm, predict_gemm_time, shape_factor)
+from perfkit.gemm_model import (CANDIDATE_TILES, DEFAULT_MODEL, REFERENCE_REUSE_HALF, SPLITS, TILE_SHAPE_FACTORS,
+                                GemmModel, GemmPrediction, explain_gemm, predict_gemm_time, shape_factor)
 from perfkit.quantization import wave_quantization
 from perfkit.roofline import gemm_bytes, gemm_flops, roofline_time
 
@@ -85,8 +85,10 @@ def test_shape_factor_table_and_override():
     assert [shape_factor(t) for t in order] == sorted((shape_factor(t) for t in order), reverse=True)
     assert TILE_SHAPE_FACTORS[(256, 128)] == 1.0 > TILE_SHAPE_FACTORS[(128, 128)] > TILE_SHAPE_FACTORS[(64, 64)]
     p = explain_gemm(4096, 4096, 4096, "float16", A100, (128, 128))
-    assert p.shape_factor == TILE_SHAPE_FACTORS[(128, 128)]
-    assert explain_gemm(4096, 4096, 4096, "float16", A100, (16, 8)).shape_factor == shape_factor((16, 8)) < 0.5
+    assert p.reuse_half == pytest.approx(p.flops_ceiling / p.bandwidth_ceiling)  # r0 = c · ridge, c = 1
+    assert p.shape_factor == shape_factor((128, 128), p.reuse_half) < TILE_SHAPE_FACTORS[(128, 128)]
+    small = explain_gemm(4096, 4096, 4096, "float16", A100, (16, 8))
+    assert small.shape_factor == shape_factor((16, 8), small.reuse_half) < 0.5
     q = explain_gemm(4096, 4096, 4096, "float16", A100, (32, 32), shape_factors={(32, 32): 0.5})
     plain = explain_gemm(4096, 4096, 4096, "float16", A100, (32, 32))
     assert q.shape_factor == 0.5 and q.math_s == pytest.approx(plain.math_s * plain.shape_factor / 0.5)
@@ -94,6 +96,22 @@ def test_shape_factor_table_and_override():
     assert r.tile == (64, 64)  # the table given is the candidate list
     with pytest.raises(ValueError, match=r"shape_factors\[\(64, 64\)\] must be a number in \(0, 1\]"):
         explain_gemm(64, 64, 64, "float16", A100, shape_factors={(64, 64): 1.5})
+
+
+def test_faster_math_needs_more_reuse():
+    # r0 scales with the ridge point: on a V100 the Tensor Cores (fp16) need ~8x the FP32 reuse,
+    # so the same small tile loses more of its speed in fp16.
+    v100 = device_spec("V100-SXM2")
+    h, s = (explain_gemm(4096, 4096, 4096, dt, v100, (64, 64)) for dt in ("float16", "float32"))
+    assert h.reuse_half / s.reuse_half == pytest.approx(112.25 / 14.77, rel=0.01)
+    assert h.shape_factor < s.shape_factor
+    assert s.reuse_half == pytest.approx(REFERENCE_REUSE_HALF, rel=0.15)
+    slow = explain_gemm(4096, 4096, 4096, "float16", v100, (64, 64), model=GemmModel(reuse_per_ridge=2.0))
+    assert slow.reuse_half == pytest.approx(2 * h.reuse_half) and slow.shape_factor < h.shape_factor
+    with pytest.raises(ValueError, match="reuse_per_ridge"):
+        GemmModel(reuse_per_ridge=0)
+    with pytest.raises(ValueError, match="reuse_half"):
+        shape_factor((64, 64), 0)
 
 
 def test_old_name_of_the_table_still_works_with_a_warning():

@@ -16,6 +16,7 @@ The public API, by concept (one module each):
   :func:`run_or_load`, :func:`source_of`, :func:`caption`
 - published third-party measurements (Baidu DeepBench's V100/P100): :func:`published`,
   :func:`published_all`, :func:`published_recordings`
+- then vs now (published beside ours): :func:`published_counterparts`, :mod:`perfkit.then_now`
 - figures and widgets: :mod:`perfkit.plots`, :func:`roofline_explorer`, :func:`gemm_explorer`
 
 Units everywhere: seconds, bytes, FLOP/s, bytes/s.
@@ -26,7 +27,7 @@ from __future__ import annotations
 import importlib as _importlib
 import warnings as _warnings
 
-from . import data, experiments, provenance
+from . import data, experiments, provenance, then_now
 from ._version import __version__
 from .data import published, published_all, published_recordings
 from .devices import KNOWN_DEVICES, DeviceSpec, current_device, device_spec, match_driver_name
@@ -36,7 +37,7 @@ from .calibration import Ceilings, achievable_ceilings, default_ceilings
 from .gemm_model import (CANDIDATE_TILES, TILE_SHAPE_FACTORS, GemmModel, GemmPrediction, explain_gemm,
                          predict_gemm_time, prediction_error, shape_factor)
 from .kernels import tiled_matmul, triton_mode
-from .provenance import Source, caption, live_source, run_or_load, source_of
+from .provenance import Source, caption, live_source, published_counterparts, run_or_load, source_of
 from .quantization import alignment, cdiv, pad_to_multiple, tile_quantization, wave_quantization
 from .record import archive, record
 from .roofline import (Operation, arithmetic_intensity, attainable_flops, gemm_bytes, gemm_flops, gemm_operation,

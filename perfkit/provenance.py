@@ -27,9 +27,10 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from .data import load
+from .data import load, published
 from .devices import DeviceSpec, current_device
 from .experiments.registry import get, missing_needs
+from .then_now import counterpart
 
 #: The kinds of :class:`Source`.
 KINDS: tuple[str, ...] = ("live", "recorded", "published", "model", "missing")
@@ -182,8 +183,30 @@ def recorded_ceilings(spec: DeviceSpec, dtype: str = "float16") -> dict | None:
     return {"label": measured.source, "flops": measured.flops[dtype], "bandwidth": measured.bandwidth}
 
 
+#: The GPUs whose published GEMMs are drawn as "then", newest first.
+THEN_GPUS: tuple[str, ...] = ("V100-SXM2", "P100-PCIe")
+
+
+def published_counterparts(experiment: str, *, dtype: str = "float16", gpus: Iterable[str] = THEN_GPUS,
+                           root: str | os.PathLike | None = None) -> dict[str, pd.DataFrame]:
+    """The published GEMMs matching ``experiment`` ("then"): ``{"V100-SXM2, 2019": frame, ...}``.
+
+    Loaded from ``data/published`` (:func:`perfkit.data.published`) and selected by
+    :func:`perfkit.then_now.counterpart`; each frame keeps its publisher's metadata. The P100's
+    ``"float16"`` rows ran with FP32 math (DeepBench's "pseudo FP16").
+    """
+    if isinstance(gpus, str) or not isinstance(gpus, Iterable):
+        raise TypeError(f"gpus must be a list of GPU names such as {list(THEN_GPUS)}, got {gpus!r}")
+    out = {}
+    for gpu in gpus:
+        rows = counterpart(experiment, published("gemm", gpu, root=root), dtype)
+        meta = rows.attrs.get("meta", {})
+        out[f"{meta.get('device', gpu)}, {meta.get('published_date', '?')}"] = rows
+    return out
+
+
 #: ``pk.live_source()``: the label of numbers measured now on this machine.
 live_source = live
 
-__all__ = ["KINDS", "Source", "caption", "from_meta", "live", "live_source", "missing", "modelled",
-           "recorded_ceilings", "run_or_load", "source_of"]
+__all__ = ["KINDS", "THEN_GPUS", "Source", "caption", "from_meta", "live", "live_source", "missing", "modelled",
+           "published_counterparts", "recorded_ceilings", "run_or_load", "source_of"]

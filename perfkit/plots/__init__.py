@@ -11,7 +11,10 @@ One module per chapter: :mod:`~perfkit.plots.background` (rooflines and waves),
   to say why the frame is None; a model figure names the model (see
   :func:`perfkit.provenance.modelled`) unless given ``source``;
 - given no data (a None or empty frame), prints one line ``"No figure: <why>"`` and returns None,
-  so a chapter never shows a made-up figure.
+  so a chapter never shows a made-up figure;
+- where a published counterpart exists (``published=`` or a ``name → frame`` mapping, see
+  :func:`perfkit.provenance.published_counterparts`), draws it beside ours ("then vs now"),
+  each series labelled by its own source.
 
 Durations are plotted in seconds, with SI-prefixed ticks (µs, ms).
 """
@@ -19,10 +22,10 @@ Durations are plotted in seconds, with SI-prefixed ticks (µs, ms).
 from __future__ import annotations
 
 from .background import plot_roofline, plot_tile_waves, plot_wave_model, plot_waves
-from .gemm import (plot_alignment, plot_gemm_sizes, plot_predicted_vs_measured, plot_quantization_sweep,
-                   plot_small_n, plot_tile_sizes, plot_transposes)
+from .gemm import (plot_alignment, plot_gemm_sizes, plot_layout_spread, plot_predicted_vs_measured,
+                   plot_quantization_sweep, plot_small_n, plot_throughput_vs_work, plot_tile_sizes, plot_transposes)
 from .timers import plot_samples, plot_timers
 
-__all__ = ["plot_alignment", "plot_gemm_sizes", "plot_predicted_vs_measured", "plot_quantization_sweep",
-           "plot_roofline", "plot_samples", "plot_small_n", "plot_tile_sizes", "plot_tile_waves", "plot_timers",
-           "plot_transposes", "plot_wave_model", "plot_waves"]
+__all__ = ["plot_alignment", "plot_gemm_sizes", "plot_layout_spread", "plot_predicted_vs_measured",
+           "plot_quantization_sweep", "plot_roofline", "plot_samples", "plot_small_n", "plot_throughput_vs_work",
+           "plot_tile_sizes", "plot_tile_waves", "plot_timers", "plot_transposes", "plot_wave_model", "plot_waves"]

@@ -9,6 +9,7 @@ the frames it draws (:func:`frame_source`) or from the model it draws.
 from __future__ import annotations
 
 import textwrap
+from typing import Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -82,6 +83,34 @@ def frame_source(frame: pd.DataFrame, source: Source | str | None, *, param: str
         raise ValueError(f"{param}={str(source)!r} contradicts the frame's own metadata ({own}); "
                          f"leave {param} out to use the frame's")
     return own
+
+
+def named_frames(frames: Mapping[str, pd.DataFrame | None] | None, sources: Mapping[str, Source | str] | None = None,
+                 *, param: str = "frames", keep: Callable[[pd.DataFrame], pd.DataFrame] | None = None
+                 ) -> tuple[dict[str, pd.DataFrame], dict[str, Source | str]]:
+    """The frames of a ``name → frame`` mapping worth drawing, and the source of each.
+
+    ``keep`` selects the rows to draw from a frame; frames that are None or left with no rows are
+    skipped. ``sources`` (name → source) is needed only for frames without metadata. ``TypeError``
+    if ``frames`` is not a mapping; ``ValueError`` if ``sources`` names a frame not in it.
+    """
+    if frames is None:
+        return {}, {}
+    if not isinstance(frames, Mapping):
+        raise TypeError(f"{param} must be a mapping of name → DataFrame or None, got {type(frames).__name__}")
+    sources = dict(sources or {})
+    unknown = set(sources) - set(frames)
+    if unknown:
+        raise ValueError(f"sources names {sorted(unknown)}, which are not in {param} ({list(frames)})")
+    parts = {}
+    for name, f in frames.items():
+        if f is not None and not isinstance(f, pd.DataFrame):
+            raise TypeError(f"{param}[{name!r}] must be a DataFrame or None, got {type(f).__name__}")
+        f = f if f is None or keep is None else keep(f)
+        if f is not None and len(f):
+            parts[name] = f
+    labels = {name: frame_source(f, sources.get(name), param=f"sources[{name!r}]") for name, f in parts.items()}
+    return parts, labels
 
 
 def heading(target: Figure | Axes, title: str, source: Source | str) -> None:

@@ -7,6 +7,7 @@ to say why the frame is None (e.g. the source :func:`perfkit.run_or_load` return
 
 from __future__ import annotations
 
+import textwrap
 from typing import Mapping
 
 import numpy as np
@@ -16,10 +17,11 @@ from matplotlib.figure import Figure
 
 from ..gemm_model import prediction_error
 from ..provenance import Source, caption
-from ._common import frame_source, heading, new_figure, no_data, single_axes, time_axis
+from ..then_now import layout_spread
+from ._common import frame_source, heading, named_frames, new_figure, no_data, single_axes, time_axis
 
-__all__ = ["plot_alignment", "plot_gemm_sizes", "plot_predicted_vs_measured", "plot_quantization_sweep",
-           "plot_small_n", "plot_tile_sizes", "plot_transposes"]
+__all__ = ["plot_alignment", "plot_gemm_sizes", "plot_layout_spread", "plot_predicted_vs_measured",
+           "plot_quantization_sweep", "plot_small_n", "plot_throughput_vs_work", "plot_tile_sizes", "plot_transposes"]
 
 
 def plot_gemm_sizes(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | None:
@@ -141,30 +143,124 @@ def plot_transposes(frame: pd.DataFrame | None, source: Source | str | None = No
     return ax.figure
 
 
-def plot_small_n(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | None:
-    """Duration (s), TFLOP/s and GB/s against a small N: flat duration while memory-bound."""
-    if no_data(frame, source):
+def plot_small_n(frame: pd.DataFrame | None, source: Source | str | None = None, *,
+                 published: Mapping[str, pd.DataFrame | None] | None = None) -> Figure | None:
+    """Duration (s), TFLOP/s and GB/s against a small N: flat duration while memory-bound.
+
+    ``published`` (name → frame, e.g. ``pk.published_counterparts("gemm_small_n")``) adds the
+    published GPUs' points ("then"); with it, the figure is drawn even when ``frame`` is None.
+    """
+    then, then_labels = named_frames(published, param="published")
+    if not then and no_data(frame, source):
         return None
-    label = frame_source(frame, source)
-    M, K = int(frame["M"].iloc[0]), int(frame["K"].iloc[0])
+    ours = frame is not None and len(frame) > 0
+    labels = dict(then_labels)
+    if ours:
+        labels = {"ours": frame_source(frame, source), **labels}
+    else:
+        _only_published(frame, source)
     fig, axes = new_figure(1, 2, height=3.8)
-    g = frame.sort_values("N")
-    axes[0, 0].plot(g["N"], g["time_s"], "o-", ms=3, label="measured")
-    if g["predicted_s"].notna().any():
-        axes[0, 0].plot(g["N"], g["predicted_s"], "--", color="black", lw=1, label="model")
-    time_axis(axes[0, 0])
-    axes[0, 1].plot(g["N"], g["tflops"], "o-", ms=3, color="C1", label="TFLOP/s")
-    twin = axes[0, 1].twinx()
-    twin.plot(g["N"], g["gbps"], "s-", ms=3, color="C2", label="GB/s")
-    axes[0, 1].set_ylabel("TFLOP/s", color="C1")
-    twin.set_ylabel("GB/s (minimum bytes)", color="C2")
+    if ours:
+        g = frame.sort_values("N")
+        axes[0, 0].plot(g["N"], g["time_s"], "o-", ms=3, label=_name(labels["ours"], "measured"))
+        if g["predicted_s"].notna().any():
+            axes[0, 0].plot(g["N"], g["predicted_s"], "--", color="black", lw=1, label="model")
+        axes[0, 1].plot(g["N"], g["tflops"], "o-", ms=3, color="C1", label="TFLOP/s")
+        twin = axes[0, 1].twinx()
+        twin.plot(g["N"], g["gbps"], "s-", ms=3, color="C2", label="GB/s")
+        twin.set_ylabel("GB/s (minimum bytes)", color="C2")
+    for i, (name, p) in enumerate(then.items()):
+        p = p.sort_values("N")
+        style = dict(marker="^v<>"[i % 4], ls=":", ms=5, color=f"C{i + 3}", label=f"{name} (published)")
+        axes[0, 0].plot(p["N"], p["time_s"], **style)
+        axes[0, 1].plot(p["N"], p["tflops"], **style)
+    time_axis(axes[0, 0], log=bool(then))
+    axes[0, 1].set_ylabel("TFLOP/s", color="C1" if ours else "black")
+    axes[0, 1].set_ylim(bottom=0)
     for ax in axes[0]:
         ax.set_xscale("log", base=2)
         ax.set_xlabel("N")
         ax.grid(True, which="both", alpha=0.25)
-    axes[0, 0].legend(fontsize=8)
-    heading(fig, f"Small N: M = K = {M if M == K else (M, K)}, {frame['dtype'].iloc[0]}", label)
+    axes[0, 0].legend(fontsize=7)
+    shown = frame if ours else next(iter(then.values()))
+    M, K, dtype = int(shown["M"].iloc[0]), int(shown["K"].iloc[0]), shown["dtype"].iloc[0]
+    heading(fig, f"Small N: M = K = {M if M == K else (M, K)}, {dtype}", caption(labels))
     return fig
+
+
+def plot_layout_spread(frames: Mapping[str, pd.DataFrame | None], *, ax: Axes | None = None,
+                       sources: Mapping[str, Source | str] | None = None) -> Figure | None:
+    """Per frame and dtype, each shape's slowest layout ÷ its fastest (1 = layout does not matter).
+
+    ``frames`` maps a name to a frame with ``layout`` and ``time_s`` columns (our
+    ``gemm_transposes``, published GEMMs, ...); shapes measured in one layout only are skipped.
+    """
+    parts, labels = named_frames(frames, sources, keep=_spread_or_empty)
+    if not parts:
+        no_data(None, "no frame has a GEMM shape measured in more than one layout")
+        return None
+    ax = single_axes(ax, height=4)
+    rng = np.random.default_rng(0)
+    ticks = []
+    for i, (name, spread) in enumerate(parts.items()):
+        for dtype, g in spread.groupby("dtype", sort=False):
+            x = len(ticks)
+            ax.plot(x + rng.uniform(-0.2, 0.2, len(g)), g["spread"], "o", ms=3, alpha=0.6, color=f"C{i}")
+            ax.plot([x - 0.3, x + 0.3], [g["spread"].median()] * 2, color="black", lw=1.5)
+            ticks.append(f"{name}\n{dtype} ({len(g)} shapes)")
+    ax.axhline(1, color="gray", lw=0.8)
+    ax.set_xticks(range(len(ticks)), ticks, fontsize=7)
+    ax.set_ylabel("slowest layout ÷ fastest")
+    heading(ax, "Does the layout matter? Each shape's slowest layout against its fastest (bar: median)",
+            caption(labels))
+    ax.grid(True, axis="y", alpha=0.25)
+    return ax.figure
+
+
+def plot_throughput_vs_work(frames: Mapping[str, pd.DataFrame | None], *, dtype: str = "float16",
+                            ax: Axes | None = None, sources: Mapping[str, Source | str] | None = None
+                            ) -> Figure | None:
+    """TFLOP/s against the GEMM's work (2·M·N·K FLOP) in ``dtype``, one colour per frame.
+
+    The then-vs-now view of "bigger GEMMs are more efficient": a sizes sweep beside every
+    published GEMM, whatever their shapes.
+    """
+    parts, labels = named_frames(frames, sources, keep=lambda f: f[f["dtype"] == dtype])
+    if not parts:
+        no_data(None, f"no {dtype} GEMMs in {', '.join(map(str, frames)) or 'no frames'}")
+        return None
+    ax = single_axes(ax, height=4.5)
+    for i, (name, f) in enumerate(parts.items()):
+        work = 2.0 * f["M"] * f["N"] * f["K"]
+        ax.plot(work, f["tflops"], "o", ms=3, alpha=0.6, color=f"C{i}", label=name)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("work, 2·M·N·K (FLOP)")
+    ax.set_ylabel("TFLOP/s")
+    heading(ax, f"Throughput against work, {dtype} GEMMs", caption(labels))
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=8)
+    return ax.figure
+
+
+def _spread_or_empty(frame: pd.DataFrame) -> pd.DataFrame:
+    if "layout" not in frame or "time_s" not in frame:
+        return frame.iloc[:0]
+    spread = layout_spread(frame)
+    spread.attrs = dict(frame.attrs)
+    return spread
+
+
+def _name(source: Source | str, default: str) -> str:
+    """A short legend name for a series: its device, else ``default``."""
+    return getattr(source, "device", "") or default
+
+
+def _only_published(frame: pd.DataFrame | None, source: Source | str | None) -> None:
+    """Say, in one line, that only published data is drawn, and why ours is missing."""
+    why = source if frame is None else "the frame has no rows"
+    print(textwrap.fill(f"Published data only; ours: {why or 'no data'}", 88, subsequent_indent="  ",
+                        break_on_hyphens=False))
 
 
 def plot_predicted_vs_measured(frames: Mapping[str, pd.DataFrame | None], *, ax: Axes | None = None,
@@ -175,18 +271,10 @@ def plot_predicted_vs_measured(frames: Mapping[str, pd.DataFrame | None], *, ax:
     skipped). The caption names the source of every frame drawn; ``sources`` (name → source) is
     needed only for hand-built frames without metadata. The title gives the model's error.
     """
-    if not isinstance(frames, Mapping):
-        raise TypeError(f"frames must be a mapping of name → DataFrame or None, got {type(frames).__name__}")
-    sources = dict(sources or {})
-    unknown = set(sources) - set(frames)
-    if unknown:
-        raise ValueError(f"sources names {sorted(unknown)}, which are not in frames ({list(frames)})")
-    parts = {name: f[f["predicted_s"].notna()] for name, f in frames.items()
-             if f is not None and "predicted_s" in f and f["predicted_s"].notna().any()}
+    parts, labels = named_frames(frames, sources, keep=_predicted_rows)
     if not parts:
         no_data(None, _nothing_predicted(frames))
         return None
-    labels = {name: frame_source(f, sources.get(name), param=f"sources[{name!r}]") for name, f in parts.items()}
     ax = single_axes(ax, height=5.5, width=6.5)
     for i, (name, f) in enumerate(parts.items()):
         ax.plot(f["predicted_s"], f["time_s"], "o", ms=3, color=f"C{i}", label=name, alpha=0.7)
@@ -202,6 +290,10 @@ def plot_predicted_vs_measured(frames: Mapping[str, pd.DataFrame | None], *, ax:
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=8)
     return ax.figure
+
+
+def _predicted_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[frame["predicted_s"].notna()] if "predicted_s" in frame else frame.iloc[:0]
 
 
 def _nothing_predicted(frames: Mapping[str, pd.DataFrame | None]) -> str:

@@ -1,0 +1,128 @@
+"""Then vs now: published counterparts of experiments, layout spread, speedups, and their figures."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+
+import perfkit as pk
+from perfkit.provenance import THEN_GPUS, missing, published_counterparts
+from perfkit.then_now import COUNTERPARTS, counterpart, layout_spread, speedups, spread_summary
+
+V100 = "V100-SXM2, 2019"
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def _gemms(rows, device="H100-SXM"):
+    """A hand-built GEMM frame with live metadata: rows of (M, N, K, layout, time_s)."""
+    f = pd.DataFrame(rows, columns=["M", "N", "K", "layout", "time_s"]).assign(dtype="float16")
+    f["tflops"] = 2 * f["M"] * f["N"] * f["K"] / f["time_s"] / 1e12
+    f.attrs["meta"] = {"live": True, "device": device, "device_name": "NVIDIA H100 80GB HBM3",
+                       "created": "2026-11-22T10:00:00"}
+    return f
+
+
+def test_counterparts_of_small_n_are_the_minibatch_shapes():
+    then = published_counterparts("gemm_small_n")
+    assert list(then) == [V100, "P100-PCIe, 2018"] and len(THEN_GPUS) == 2
+    for rows in then.values():
+        assert list(rows["N"]) == [16, 32, 64, 128]
+        assert (rows["M"] == 2560).all() and (rows["K"] == 2560).all()
+        assert set(rows["layout"]) == {"NN"} and set(rows["dtype"]) == {"float16"}
+        assert pk.source_of(rows).kind == "published"
+    fp32 = published_counterparts("gemm_small_n", dtype="fp32", gpus=["V100-SXM2"])
+    assert list(fp32) == [V100] and set(fp32[V100]["dtype"]) == {"float32"}
+
+
+def test_counterparts_of_transposes_have_two_layouts_per_shape():
+    rows = published_counterparts("gemm_transposes")[V100]
+    assert (rows.groupby(["M", "N", "K"])["layout"].nunique() == 2).all() and len(rows) == 2 * 77
+
+
+def test_counterpart_refuses_unknown_experiments_and_bad_arguments():
+    with pytest.raises(LookupError, match="no published counterpart; these do: " + ", ".join(COUNTERPARTS)):
+        published_counterparts("gemm_alignment")
+    with pytest.raises(TypeError, match="gpus must be a list"):
+        published_counterparts("gemm_small_n", gpus="V100-SXM2")
+    with pytest.raises(LookupError, match="no published 'gemm'"):
+        published_counterparts("gemm_small_n", gpus=["A100-SXM4-80GB"])
+    with pytest.raises(ValueError, match=r"frame lacks the column\(s\) \['layout'\]"):
+        counterpart("gemm_small_n", pd.DataFrame({"M": [1], "N": [1], "K": [1], "dtype": ["float16"],
+                                                  "time_s": [1.0]}))
+
+
+def test_layout_spread_compares_the_slowest_layout_with_the_fastest():
+    f = _gemms([(64, 64, 64, "NN", 2e-6), (64, 64, 64, "TN", 5e-6), (64, 64, 64, "NT", 2.5e-6),
+                (128, 8, 128, "NN", 1e-6)])  # the second shape has one layout: skipped
+    s = layout_spread(f)
+    assert len(s) == 1
+    row = s.iloc[0]
+    assert (row.fastest, row.slowest, row.layouts) == ("NN", "TN", 3)
+    assert row.spread == pytest.approx(2.5)
+    with pytest.raises(TypeError, match="frame must be a DataFrame"):
+        layout_spread([1, 2])
+    with pytest.raises(ValueError, match="lacks the column"):
+        layout_spread(f.drop(columns="layout"))
+
+
+def test_spread_summary_of_deepbench_v100():
+    then = published_counterparts("gemm_transposes")
+    table = spread_summary({"ours": None, **then}).set_index("name")
+    assert list(table.index) == list(then)  # None is left out
+    v100 = table.loc[V100]
+    assert v100["shapes"] == 77 and v100["median_spread"] < 1.1 and v100["worst_spread"] > 2
+    assert v100["worst_shape"] == "1024×16×500000"
+    with pytest.raises(TypeError, match="frames must be a mapping"):
+        spread_summary([then[V100]])
+
+
+def test_speedups_match_shapes_and_take_each_sides_fastest_layout():
+    now = _gemms([(2560, 16, 2560, "NN", 8e-6), (2560, 16, 2560, "TN", 9e-6), (4096, 1, 4096, "NN", 1e-5)])
+    then = published_counterparts("gemm_small_n")[V100]
+    s = speedups(now, then)
+    assert list(s[["M", "N", "K"]].itertuples(index=False, name=None)) == [(2560, 16, 2560)]
+    v100_16 = then.set_index("N").loc[16, "time_s"]
+    assert s["then_s"].iloc[0] == v100_16 and s["speedup"].iloc[0] == pytest.approx(v100_16 / 8e-6)
+    assert speedups(now[now["N"] == 1], then).empty
+
+
+def test_small_n_figure_draws_published_data_without_ours(capsys):
+    then = published_counterparts("gemm_small_n")
+    fig = pk.plots.plot_small_n(None, missing("no GPU here"), published=then)
+    assert fig is not None
+    assert "Published data only; ours: no GPU here" in capsys.readouterr().out
+    text = fig._suptitle.get_text()
+    assert "published by Baidu DeepBench, measured on Tesla V100-SXM2" in text and "Tesla P100" in text
+    assert pk.plots.plot_small_n(None, missing("no GPU here")) is None
+    assert "No figure: no GPU here" in capsys.readouterr().out
+    with pytest.raises(TypeError, match="published must be a mapping"):
+        pk.plots.plot_small_n(None, published=[then[V100]])
+
+
+def test_small_n_figure_captions_ours_and_theirs():
+    ours = _gemms([(2560, n, 2560, "NN", 1e-5 * (1 + n / 64)) for n in (1, 16, 64)])
+    ours = ours.assign(gbps=1.0, predicted_s=float("nan"))
+    fig = pk.plots.plot_small_n(ours, published=published_counterparts("gemm_small_n", gpus=["V100-SXM2"]))
+    text = fig._suptitle.get_text()
+    assert "ours: live on NVIDIA H100 80GB HBM3, 2026-11-22" in text and f"{V100}: published by Baidu DeepBench" in text
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend == ["NVIDIA H100 80GB HBM3", f"{V100} (published)"]
+
+
+def test_layout_spread_and_throughput_figures():
+    then = published_counterparts("gemm_transposes")
+    fig = pk.plots.plot_layout_spread({"ours": None, **then})
+    ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert ticks == [f"{V100}\nfloat16 (77 shapes)", "P100-PCIe, 2018\nfloat16 (77 shapes)"]
+    single = _gemms([(64, 64, 64, "NN", 1e-6)])
+    assert pk.plots.plot_layout_spread({"ours": single}) is None
+    sizes = published_counterparts("gemm_sizes")
+    fig = pk.plots.plot_throughput_vs_work(sizes)
+    assert [len(line.get_xdata()) for line in fig.axes[0].lines] == [160, 160]
+    assert pk.plots.plot_throughput_vs_work(sizes, dtype="bfloat16") is None

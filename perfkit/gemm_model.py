@@ -20,6 +20,10 @@ run at once):
    with ``bytes`` = A + B + C (C read too when ``accumulate``) + split-K partials.
 5. Like a library heuristic, the model takes the (tile, split) with the smallest time.
 
+So the bandwidth a GEMM reaches depends on how much data it moves: a memory-bound GEMM of
+``bytes`` runs at ``bytes / (bytes/B + latency)``, half of ``B`` when its transfer takes as long as
+the latency (about 4 MB on a V100), and less still when it has too few tiles to occupy every SM.
+
 ``f`` follows the operand reuse of a tile, ``r = TM·TN/(TM+TN)`` (half the FLOPs per operand
 element loaded): ``f = r/(r + r0)``, normalised to 1 for 256×128. This reproduces NVIDIA's ordering
 of tile efficiency (256×128 > 128×128 > 256×64 > 128×64 > 64×64). The reuse a tile needs grows

@@ -27,6 +27,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="recordings folder (default: $PERFKIT_DATA, else the repository's data/)")
     pv = sub.add_parser("validate", help="the GEMM model against every published and recorded GEMM in data/")
     pv.add_argument("--worst", type=int, default=0, metavar="N", help="also print the N worst predictions per source")
+    pv.add_argument("--by", default=None, metavar="COLUMN", help="also split by this column, e.g. layout")
     pr = sub.add_parser("record", help="run experiments and write their CSV + JSON recordings")
     pr.add_argument("experiments", nargs="*", metavar="EXPERIMENT", help="experiment names (default: all)")
     pr.add_argument("--out", metavar="DIR", default="data",
@@ -90,13 +91,17 @@ def _print_table(title: str, table, columns: list[str]) -> None:
     print("\n".join("  " + line for line in lines))
 
 
-def _validate(worst: int) -> int:
+def _validate(worst: int, by: str | None = None) -> int:
     import pandas as pd
 
     from .validation import validation_frames, validation_table, worst_predictions
 
     frames = validation_frames()
-    table = validation_table(frames)
+    try:
+        table = validation_table(frames, by=by)
+    except ValueError as e:
+        print(f"perfkit validate: {e}", file=sys.stderr)
+        return 2
     if not len(table):
         print("no published or recorded GEMMs in data/ to check the model against")
         return 1
@@ -171,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "list":
         return _list(args.data)
     if args.command == "validate":
-        return _validate(args.worst)
+        return _validate(args.worst, args.by)
     return _record(args)
 
 

@@ -112,32 +112,44 @@ def _stats(part: pd.DataFrame, column: str) -> dict:
     return {"n": e["n"], "median_abs": e["median_abs"], "p90_abs": e["p90_abs"], "optimistic": e["optimistic"]}
 
 
-def validation_table(frames: Mapping[str, pd.DataFrame] | None = None) -> pd.DataFrame:
+def validation_table(frames: Mapping[str, pd.DataFrame] | None = None, *, by: str | None = None) -> pd.DataFrame:
     """Per data source, device, dtype and half: n, median and p90 of |error|, share optimistic.
 
     ``frames`` (name → frame from :func:`with_predictions`) defaults to :func:`validation_frames`.
     The half is ``fit`` / ``held out`` for the data the model was fitted on (DeepBench's V100),
-    ``not fitted`` for everything else. Errors are fractions (0.1 = 10 %).
+    ``not fitted`` for everything else. ``by`` names one more column to split on (e.g.
+    ``"layout"``); frames without it are left out. Errors are fractions (0.1 = 10 %).
     """
     frames = validation_frames() if frames is None else frames
+    if by is not None and (not isinstance(by, str) or by in VALIDATION_COLUMNS):
+        raise ValueError(f"by must be the name of a column of the frames (e.g. 'layout'), not one of "
+                         f"{list(VALIDATION_COLUMNS)}; got {by!r}")
+    keys = ["dtype"] if by is None else ["dtype", by]
+    if by is not None and frames and not any(by in f for f in frames.values()):
+        columns = sorted({c for f in frames.values() for c in f.columns})
+        raise ValueError(f"by={by!r} is not a column of any frame; their columns: {columns}")
     rows = []
     for name, f in frames.items():
         f = f[f["predicted_s"].notna()]
-        if not len(f):
+        if not len(f) or (by is not None and by not in f):
             continue
         meta = f.attrs.get("meta") or {}
         fitted = meta.get("published_by") == "Baidu DeepBench" and meta.get("device") == "V100-SXM2"
         halves = {"fit": fit_half(f), "held out": ~fit_half(f)} if fitted else {"not fitted": None}
         label = str(source_of(f) or name)
-        for dtype, g in f.groupby("dtype", sort=False):
+        for key, g in f.groupby(keys, sort=False):
+            split = dict(zip(keys, key))
             for half, mask in halves.items():
                 part = g if mask is None else g[mask[g.index]]
                 if not len(part):
                     continue
                 for predictor, column in (("model", "predicted_s"), ("roofline", "roofline_s")):
                     rows.append({"data": label, "device": meta.get("device") or meta.get("device_name"),
-                                 "dtype": dtype, "half": half, "predictor": predictor, **_stats(part, column)})
-    return pd.DataFrame(rows, columns=list(VALIDATION_COLUMNS))
+                                 **split, "half": half, "predictor": predictor, **_stats(part, column)})
+    columns = list(VALIDATION_COLUMNS)
+    if by is not None:
+        columns.insert(columns.index("dtype") + 1, by)
+    return pd.DataFrame(rows, columns=columns)
 
 
 def worst_predictions(frame: pd.DataFrame, n: int = 10) -> pd.DataFrame:

@@ -6,7 +6,7 @@ import pytest
 import perfkit as pk
 from perfkit.__main__ import main
 from perfkit.calibration import ACHIEVABLE_FRACTIONS, datasheet_ceilings, default_ceilings
-from perfkit.validation import fit_half, validation_table, with_predictions
+from perfkit.validation import fit_half, validation_frames, validation_table, with_predictions
 
 
 def test_default_ceilings_are_documented_fractions_of_the_datasheet():
@@ -96,3 +96,22 @@ def test_cli_validate_prints_the_table(capsys):
     out = capsys.readouterr().out
     assert "measured on Tesla V100-SXM2 (cuBLAS 10.1, 2019)" in out and "held out" in out
     assert "worst 2 of Baidu DeepBench V100-SXM2" in out
+
+
+def test_validation_table_splits_by_layout(capsys):
+    frames = validation_frames()
+    table = validation_table(frames, by="layout")
+    assert list(table.columns[:5]) == ["data", "device", "dtype", "layout", "half"]
+    v100 = table[(table["device"] == "V100-SXM2") & (table["predictor"] == "model")]
+    assert set(v100["layout"]) == {"NN", "NT", "TN"}
+    # The split covers the same rows as the table without it.
+    whole = validation_table(frames)
+    assert v100["n"].sum() == whole[(whole["device"] == "V100-SXM2") & (whole["predictor"] == "model")]["n"].sum()
+    with pytest.raises(ValueError, match="by must be the name of a column"):
+        validation_table(frames, by="dtype")
+    with pytest.raises(ValueError, match="by='bogus' is not a column of any frame"):
+        validation_table(frames, by="bogus")
+    assert main(["validate", "--by", "layout"]) == 0
+    assert " TN " in capsys.readouterr().out
+    assert main(["validate", "--by", "bogus"]) == 2
+    assert "perfkit validate: by='bogus'" in capsys.readouterr().err

@@ -65,7 +65,7 @@ def layout_spread(frame: pd.DataFrame) -> pd.DataFrame:
 
     Columns: M, N, K, dtype, layouts (how many), fastest, slowest (layout names, in the frame's
     own convention), fastest_s, slowest_s (seconds) and ``spread`` = slowest_s / fastest_s
-    (1.0: layout does not matter). Sorted by spread, largest first.
+    (1.0: layout does not matter). Sorted by spread, largest first; keeps ``frame``'s ``attrs``.
     """
     _check_columns(frame, SHAPE + ["layout", "time_s"], "frame")
     rows = []
@@ -77,7 +77,9 @@ def layout_spread(frame: pd.DataFrame) -> pd.DataFrame:
                      by_layout.max()))
     out = pd.DataFrame(rows, columns=SHAPE + ["layouts", "fastest", "slowest", "fastest_s", "slowest_s"])
     out["spread"] = out["slowest_s"] / out["fastest_s"]
-    return out.sort_values("spread", ascending=False, kind="stable").reset_index(drop=True)
+    out = out.sort_values("spread", ascending=False, kind="stable").reset_index(drop=True)
+    out.attrs = dict(frame.attrs)
+    return out
 
 
 def spread_summary(frames: Mapping[str, pd.DataFrame | None]) -> pd.DataFrame:

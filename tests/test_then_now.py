@@ -65,6 +65,7 @@ def test_layout_spread_compares_the_slowest_layout_with_the_fastest():
     row = s.iloc[0]
     assert (row.fastest, row.slowest, row.layouts) == ("NN", "TN", 3)
     assert row.spread == pytest.approx(2.5)
+    assert s.attrs["meta"]["device"] == "H100-SXM"  # the spread keeps its frame's metadata
     with pytest.raises(TypeError, match="frame must be a DataFrame"):
         layout_spread([1, 2])
     with pytest.raises(ValueError, match="lacks the column"):

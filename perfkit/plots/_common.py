@@ -62,8 +62,13 @@ def no_data(frame: pd.DataFrame | None, why: Source | str | None = None) -> bool
     else:
         label = source_of(frame) or why
         reason = "the frame has no rows" + (f" ({label})" if label is not None else "")
-    print(textwrap.fill(f"No figure: {reason}", 88, subsequent_indent="  ", break_on_hyphens=False))
+    say(f"No figure: {reason}")
     return True
+
+
+def say(line: str) -> None:
+    """Print ``line`` wrapped to the book's 88 columns, continuation lines indented."""
+    print(textwrap.fill(line, 88, subsequent_indent="  ", break_on_hyphens=False))
 
 
 def frame_source(frame: pd.DataFrame, source: Source | str | None, *, param: str = "source") -> Source | str:

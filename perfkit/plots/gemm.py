@@ -7,7 +7,6 @@ to say why the frame is None (e.g. the source :func:`perfkit.run_or_load` return
 
 from __future__ import annotations
 
-import textwrap
 from typing import Mapping
 
 import numpy as np
@@ -18,7 +17,7 @@ from matplotlib.figure import Figure
 from ..gemm_model import prediction_error
 from ..provenance import Source, caption
 from ..then_now import layout_spread
-from ._common import frame_source, heading, named_frames, new_figure, no_data, single_axes, time_axis
+from ._common import frame_source, heading, named_frames, new_figure, no_data, say, single_axes, time_axis
 
 __all__ = ["plot_alignment", "plot_gemm_sizes", "plot_layout_spread", "plot_predicted_vs_measured",
            "plot_quantization_sweep", "plot_small_n", "plot_throughput_vs_work", "plot_tile_sizes", "plot_transposes"]
@@ -158,7 +157,7 @@ def plot_small_n(frame: pd.DataFrame | None, source: Source | str | None = None,
     if ours:
         labels = {"ours": frame_source(frame, source), **labels}
     else:
-        _only_published(frame, source)
+        say(f"Published data only; ours: {source or 'no data'}")
     fig, axes = new_figure(1, 2, height=3.8)
     if ours:
         g = frame.sort_values("N")
@@ -246,21 +245,12 @@ def plot_throughput_vs_work(frames: Mapping[str, pd.DataFrame | None], *, dtype:
 def _spread_or_empty(frame: pd.DataFrame) -> pd.DataFrame:
     if "layout" not in frame or "time_s" not in frame:
         return frame.iloc[:0]
-    spread = layout_spread(frame)
-    spread.attrs = dict(frame.attrs)
-    return spread
+    return layout_spread(frame)
 
 
 def _name(source: Source | str, default: str) -> str:
     """A short legend name for a series: its device, else ``default``."""
     return getattr(source, "device", "") or default
-
-
-def _only_published(frame: pd.DataFrame | None, source: Source | str | None) -> None:
-    """Say, in one line, that only published data is drawn, and why ours is missing."""
-    why = source if frame is None else "the frame has no rows"
-    print(textwrap.fill(f"Published data only; ours: {why or 'no data'}", 88, subsequent_indent="  ",
-                        break_on_hyphens=False))
 
 
 def plot_predicted_vs_measured(frames: Mapping[str, pd.DataFrame | None], *, ax: Axes | None = None,

@@ -4,7 +4,8 @@ The public API, by concept (one module each):
 
 - devices: :func:`device_spec`, :func:`current_device`, :class:`DeviceSpec`, :data:`KNOWN_DEVICES`
 - dtypes: :data:`DTYPES`, :func:`canonical_dtype`, :func:`itemsize`
-- roofline: :func:`arithmetic_intensity`, :func:`roofline_time`, :func:`plot_roofline`, …
+- roofline: :func:`arithmetic_intensity`, :func:`roofline_time`, :func:`math_bound_batch`,
+  :func:`plot_roofline`, …
 - quantization: :func:`alignment`, :func:`pad_to_multiple`, :func:`tile_quantization`, :func:`wave_quantization`
 - shapes (layer → GEMM): :func:`linear_gemms`, :func:`conv_gemms`, :func:`rnn_gemms`
 - gemm_model: :func:`predict_gemm_time`, :func:`explain_gemm`, :class:`GemmModel`
@@ -17,6 +18,9 @@ The public API, by concept (one module each):
 - published third-party measurements (Baidu DeepBench's V100/P100): :func:`published`,
   :func:`published_all`, :func:`published_recordings`
 - then vs now (published beside ours): :func:`published_counterparts`, :mod:`perfkit.then_now`
+- verdicts computed from data (holds / weaker / gone / no data yet): :func:`finding`,
+  :func:`verdict_table`, :func:`judge`
+- layers: :func:`padded_linear` (a Linear padded to a multiple, same outputs)
 - figures and widgets: :mod:`perfkit.plots`, :func:`roofline_explorer`, :func:`gemm_explorer`
 
 Units everywhere: seconds, bytes, FLOP/s, bytes/s.
@@ -27,7 +31,7 @@ from __future__ import annotations
 import importlib as _importlib
 import warnings as _warnings
 
-from . import data, experiments, provenance, then_now
+from . import data, experiments, provenance, then_now, verdict
 from ._version import __version__
 from .data import published, published_all, published_recordings
 from .devices import KNOWN_DEVICES, DeviceSpec, current_device, device_spec, match_driver_name
@@ -41,10 +45,11 @@ from .provenance import Source, caption, live_source, published_counterparts, ru
 from .quantization import alignment, cdiv, pad_to_multiple, tile_quantization, wave_quantization
 from .record import archive, record
 from .roofline import (Operation, arithmetic_intensity, attainable_flops, gemm_bytes, gemm_flops, gemm_operation,
-                       nvidia_example_operations, roofline_time)
+                       math_bound_batch, nvidia_example_operations, roofline_time)
 from .shapes import RNN_GATES, conv_gemms, conv_output_size, linear_gemms, rnn_gemms
 from .timing import Measurement, NoiseWarning, bench, to_gbps, to_tflops
 from .validation import validation_frames, validation_table, with_predictions, worst_predictions
+from .verdict import Finding, finding, judge, verdict_table
 
 _RENAMED = {"TILE_EFFICIENCY": "TILE_SHAPE_FACTORS"}
 
@@ -70,8 +75,15 @@ def gemm_explorer(*args, **kwargs):
     return _w(*args, **kwargs)
 
 
+def padded_linear(layer, multiple: int = 8, keep_padding: bool = False):
+    """A Linear layer padded to ``multiple`` features (see :func:`perfkit.padding.padded_linear`)."""
+    from .padding import padded_linear as _p
+
+    return _p(layer, multiple=multiple, keep_padding=keep_padding)
+
+
 def __getattr__(name: str):
-    if name in ("plots", "widgets"):  # matplotlib and ipywidgets load only when asked for
+    if name in ("plots", "widgets", "padding"):  # matplotlib, ipywidgets, torch: only when asked for
         return _importlib.import_module(f".{name}", __name__)
     if name in _RENAMED:
         _warnings.warn(f"perfkit.{name} is now perfkit.{_RENAMED[name]}", DeprecationWarning, stacklevel=2)

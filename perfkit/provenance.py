@@ -30,7 +30,7 @@ import pandas as pd
 from .data import load, published
 from .devices import DeviceSpec, current_device
 from .experiments.registry import get, missing_needs
-from .then_now import counterpart
+from .then_now import KIND, counterpart
 
 #: The kinds of :class:`Source`.
 KINDS: tuple[str, ...] = ("live", "recorded", "published", "model", "missing")
@@ -189,17 +189,18 @@ THEN_GPUS: tuple[str, ...] = ("V100-SXM2", "P100-PCIe")
 
 def published_counterparts(experiment: str, *, dtype: str = "float16", gpus: Iterable[str] = THEN_GPUS,
                            root: str | os.PathLike | None = None) -> dict[str, pd.DataFrame]:
-    """The published GEMMs matching ``experiment`` ("then"): ``{"V100-SXM2, 2019": frame, ...}``.
+    """The published measurements matching ``experiment`` ("then"): ``{"V100-SXM2, 2019": frame, ...}``.
 
-    Loaded from ``data/published`` (:func:`perfkit.data.published`) and selected by
-    :func:`perfkit.then_now.counterpart`; each frame keeps its publisher's metadata. The P100's
-    ``"float16"`` rows ran with FP32 math (DeepBench's "pseudo FP16").
+    GEMMs or RNN layers (:data:`perfkit.then_now.KIND`), loaded from ``data/published``
+    (:func:`perfkit.data.published`) and selected by :func:`perfkit.then_now.counterpart`; each
+    frame keeps its publisher's metadata. The P100's ``"float16"`` rows ran with FP32 math
+    (DeepBench's "pseudo FP16").
     """
     if isinstance(gpus, str) or not isinstance(gpus, Iterable):
         raise TypeError(f"gpus must be a list of GPU names such as {list(THEN_GPUS)}, got {gpus!r}")
     out = {}
     for gpu in gpus:
-        rows = counterpart(experiment, published("gemm", gpu, root=root), dtype)
+        rows = counterpart(experiment, published(KIND.get(experiment, "gemm"), gpu, root=root), dtype)
         meta = rows.attrs.get("meta", {})
         out[f"{meta.get('device', gpu)}, {meta.get('published_date', '?')}"] = rows
     return out

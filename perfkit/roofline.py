@@ -27,6 +27,7 @@ __all__ = [
     "gemm_bytes",
     "gemm_flops",
     "gemm_operation",
+    "math_bound_batch",
     "nvidia_example_operations",
     "roofline_time",
 ]
@@ -60,6 +61,32 @@ def arithmetic_intensity(M: int, N: int, K: int, dtype: Any) -> float:
     124.1
     """
     return gemm_flops(M, N, K) / gemm_bytes(M, N, K, dtype)
+
+
+def math_bound_batch(in_features: int, out_features: int, spec: DeviceSpec, dtype: Any = "float16") -> int | None:
+    """The smallest batch at which a linear layer's forward GEMM reaches ``spec``'s ridge point.
+
+    The forward GEMM is M = ``out_features``, N = batch, K = ``in_features``; its intensity
+    grows with the batch towards ``2·I·O / (s·I + s_out·O)`` FLOP/B (s: element bytes). Returns
+    None when even that limit stays below the ridge (the layer is memory-bound at any batch).
+    NVIDIA's V100 rule "batch greater than 128" is this number for 4096→4096 in float16 (149).
+
+    >>> from perfkit.devices import device_spec
+    >>> math_bound_batch(4096, 4096, device_spec("V100-SXM2"))
+    149
+    """
+    I, O = positive_int("in_features", in_features), positive_int("out_features", out_features)
+    ridge = spec.ops_per_byte(dtype)
+    s, s_out = itemsize(dtype), output_itemsize(dtype)
+    denominator = 2 * I * O - ridge * (s * I + s_out * O)
+    if denominator <= 0:
+        return None
+    batch = max(1, int(np.ceil(ridge * s * I * O / denominator)))
+    while batch > 1 and arithmetic_intensity(O, batch - 1, I, dtype) >= ridge:  # float rounding
+        batch -= 1
+    while arithmetic_intensity(O, batch, I, dtype) < ridge:
+        batch += 1
+    return batch
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """Then vs now: published measurements beside ours, shape by shape.
 
-Baidu DeepBench published GEMM timings from a Tesla V100 (cuBLAS 10.1, 2019) and a Tesla P100
-(cuBLAS 8.0, 2018); see :func:`perfkit.data.published`. Several of the GEMM chapter's experiments
-measure the same GEMMs. :func:`counterpart` picks the published rows that match an experiment
+Baidu DeepBench published GEMM and RNN timings from a Tesla V100 (cuBLAS 10.1 and cuDNN 7.6,
+2019) and a Tesla P100 (cuBLAS 8.0, 2018); see :func:`perfkit.data.published`. Several of the
+book's experiments measure the same GEMMs or RNN layers. :func:`counterpart` picks the published rows that match an experiment
 (:func:`perfkit.provenance.published_counterparts` loads them for every published GPU), so a
 figure can draw them beside a live or recorded run; :func:`layout_spread` and :func:`speedups`
 turn both into the numbers a verdict is computed from. Nothing here reads ``data/``.
@@ -26,10 +26,19 @@ COUNTERPARTS: dict[str, str] = {
     "gemm_sizes": "every published GEMM in the dtype (throughput against work)",
     "gemm_small_n": "M = K = 2560 in NN with N ≤ 256 (Baidu's minibatch shapes: N = 16…128)",
     "gemm_transposes": "every published GEMM shape measured in more than one layout",
+    "fc_batch": "M = K = 4096 in NN: the forward GEMM of a 4096→4096 layer at batch N = 16…7000",
+    "rnn_cudnn": "every published training RNN layer (cuDNN forward, input GEMM skipped), cell "
+                 "'vanilla' named 'rnn'",
 }
+
+#: The kind of published data (:func:`perfkit.data.published`) each counterpart comes from.
+KIND: dict[str, str] = {name: "rnn" if name.startswith("rnn") else "gemm" for name in COUNTERPARTS}
 
 #: The columns that name a GEMM shape.
 SHAPE = ["M", "N", "K", "dtype"]
+
+#: The columns that name a recurrent layer's shape (the cell is "rnn", "gru" or "lstm").
+RNN_SHAPE = ["cell", "hidden", "batch", "timesteps", "dtype"]
 
 
 def counterpart(experiment: str, frame: pd.DataFrame, dtype: str = "float16") -> pd.DataFrame:
@@ -41,10 +50,19 @@ def counterpart(experiment: str, frame: pd.DataFrame, dtype: str = "float16") ->
     if experiment not in COUNTERPARTS:
         raise LookupError(f"experiment {experiment!r} has no published counterpart; these do: "
                           f"{', '.join(COUNTERPARTS)}")
+    if KIND[experiment] == "rnn":
+        _check_columns(frame, RNN_SHAPE + ["time_s"], "frame")
+        rows = frame[frame["dtype"] == canonical_dtype(dtype)].assign(
+            cell=lambda f: f["cell"].replace({"vanilla": "rnn"}))
+        rows = rows.sort_values(RNN_SHAPE).reset_index(drop=True)
+        rows.attrs = dict(frame.attrs)
+        return rows
     _check_columns(frame, SHAPE + ["layout", "time_s"], "frame")
     rows = frame[frame["dtype"] == canonical_dtype(dtype)]
     if experiment == "gemm_small_n":
         rows = rows[(rows["M"] == 2560) & (rows["K"] == 2560) & (rows["N"] <= 256) & (rows["layout"] == "NN")]
+    elif experiment == "fc_batch":
+        rows = rows[(rows["M"] == 4096) & (rows["K"] == 4096) & (rows["layout"] == "NN")]
     elif experiment == "gemm_transposes":
         rows = rows[rows.groupby(SHAPE)["layout"].transform("nunique") > 1]
     rows = rows.sort_values(["M", "N", "K", "layout"]).reset_index(drop=True)
@@ -100,19 +118,23 @@ def spread_summary(frames: Mapping[str, pd.DataFrame | None]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["name", "dtype", "shapes", "median_spread", "worst_spread", "worst_shape"])
 
 
-def speedups(now: pd.DataFrame, then: pd.DataFrame) -> pd.DataFrame:
-    """The shapes both frames measured: the fastest layout's time in each and ``speedup`` = then_s / now_s.
+def speedups(now: pd.DataFrame, then: pd.DataFrame, on: list[str] | None = None) -> pd.DataFrame:
+    """The shapes both frames measured: the fastest time of each and ``speedup`` = then_s / now_s.
 
-    Columns: M, N, K, dtype, then_s, now_s (seconds), speedup (> 1: ``now`` is faster). Empty when
-    the frames share no shape.
+    ``on`` names the shape columns: :data:`SHAPE` (GEMMs, the default; the fastest layout counts)
+    or :data:`RNN_SHAPE` (recurrent layers). Columns: ``on``, then_s, now_s (seconds), speedup
+    (> 1: ``now`` is faster). Empty when the frames share no shape.
     """
+    on = SHAPE if on is None else on
+    if isinstance(on, str) or not isinstance(on, list) or not all(isinstance(c, str) for c in on):
+        raise TypeError(f"on must be a list of column names such as {SHAPE} or {RNN_SHAPE}, got {on!r}")
     best = []
     for name, frame in (("now", now), ("then", then)):
-        _check_columns(frame, SHAPE + ["time_s"], name)
-        best.append(frame.groupby(SHAPE)["time_s"].min().rename(f"{name}_s"))
-    out = pd.concat(best, axis=1, join="inner").reset_index()[SHAPE + ["then_s", "now_s"]]
+        _check_columns(frame, on + ["time_s"], name)
+        best.append(frame.groupby(on)["time_s"].min().rename(f"{name}_s"))
+    out = pd.concat(best, axis=1, join="inner").reset_index()[on + ["then_s", "now_s"]]
     out["speedup"] = out["then_s"] / out["now_s"]
     return out
 
 
-__all__ = ["COUNTERPARTS", "SHAPE", "counterpart", "layout_spread", "speedups", "spread_summary"]
+__all__ = ["COUNTERPARTS", "KIND", "RNN_SHAPE", "SHAPE", "counterpart", "layout_spread", "speedups", "spread_summary"]

@@ -127,3 +127,35 @@ def test_layout_spread_and_throughput_figures():
     fig = pk.plots.plot_throughput_vs_work(sizes)
     assert [len(line.get_xdata()) for line in fig.axes[0].lines] == [160, 160]
     assert pk.plots.plot_throughput_vs_work(sizes, dtype="bfloat16") is None
+
+
+def test_counterparts_of_fc_batch_are_a_4096_layer_forward_gemm():
+    for rows in published_counterparts("fc_batch").values():
+        assert list(rows["N"]) == [16, 32, 64, 128, 7000]
+        assert (rows["M"] == 4096).all() and (rows["K"] == 4096).all() and set(rows["layout"]) == {"NN"}
+    v100 = published_counterparts("fc_batch")[V100].set_index("N")["tflops"]
+    assert v100[7000] > 5 * v100[16]  # memory-bound at batch 16, math-bound at 7000
+
+
+def test_counterparts_of_rnn_cudnn_are_published_rnn_layers_with_our_cell_names():
+    then = published_counterparts("rnn_cudnn", dtype="float32")
+    assert list(then) == [V100, "P100-PCIe, 2018"]
+    rows = then[V100]
+    assert set(rows["cell"]) == {"rnn", "gru", "lstm"} and set(rows["dtype"]) == {"float32"}
+    assert list(rows[pk.then_now.RNN_SHAPE].columns) == ["cell", "hidden", "batch", "timesteps", "dtype"]
+    assert pk.source_of(rows).kind == "published"
+    vanilla = rows[(rows["cell"] == "rnn") & (rows["hidden"] == 1760)].set_index("batch")["time_s"]
+    assert list(vanilla.index) == [16, 32, 64, 128] and (vanilla > 0).all()
+    with pytest.raises(ValueError, match="lacks the column"):
+        counterpart("rnn_cudnn", pd.DataFrame({"cell": ["rnn"], "time_s": [1.0]}))
+
+
+def test_speedups_of_rnn_layers_match_on_the_rnn_shape():
+    then = published_counterparts("rnn_cudnn", dtype="float32")[V100]
+    now = then.head(3)[pk.then_now.RNN_SHAPE + ["time_s"]].assign(time_s=lambda f: f["time_s"] / 4)
+    out = speedups(now, then, on=pk.then_now.RNN_SHAPE)
+    assert len(out) == 3 and out["speedup"].round(6).eq(4).all()
+    with pytest.raises(TypeError, match="on must be a list of column names"):
+        speedups(now, then, on="cell")
+    with pytest.raises(ValueError, match="lacks the column"):
+        speedups(now, then)  # GEMM columns by default

@@ -2,23 +2,27 @@
 # The one script a GPU machine runs: record the book's measurements, run the GPU tests, run every
 # chapter, and pack the results into a few files.
 #
-#   OUT=/path/to/out bash scripts/gpu_run.sh [--quick] [--only record|tests|chapters]
+#   OUT=/path/to/out bash scripts/gpu_run.sh [--quick] [--only kernels|record|tests|bench|chapters]
 #                                            [--budget SECONDS] [--keep]
 #
 #   OUT           output folder (default ./gpu_out)
 #   PERFKIT_COMMIT the commit being recorded, for the metadata, when the tree has no .git
 #                 (e.g. PERFKIT_COMMIT=$(git rev-parse HEAD) from the machine that sent the tree)
 #   --quick       pass --quick to `perfkit record` (small sweeps)
-#   --only STEP   run just one step: record | tests | bench | chapters
+#   --only STEP   run just one step: kernels | record | tests | bench | chapters
+#                 (kernels: the GPU tests of perfkit's own kernels, first, since the recordings
+#                 of the experiments that time them are worthless if a kernel is wrong)
 #   --budget S    time budget of the record step in seconds (default 480 = 8 minutes); when it
 #                 runs out the recorder is interrupted (SIGINT) and keeps the rows measured so far
 #   --keep        keep the loose $OUT/data and $OUT/figures folders after packing them
 #
-# What comes back in $OUT (at most 8 files, no folders unless --keep):
+# What comes back in $OUT (at most 8 files, no folders unless --keep; when every step runs,
+# the step logs are only inside results.tar.gz):
 #   info.log             nvidia-smi and `python -m perfkit info`
 #   record.log           the recording's output (time per experiment)
 #   recording.tar.gz     data/<device-slug>/<experiment>.csv|.json: unpack, then copy the
 #                        <device-slug>/ folder into the repository's data/
+#   kernels.log          `pytest -m gpu` of the kernel tests (persistent RNN, Triton GEMM, spin)
 #   gpu_tests.log        `pytest -m gpu`
 #   bench.log            scripts/bench_kernels.py: ratios against references measured in the same run
 #   chapters.log         scripts/run_chapters.py
@@ -44,7 +48,7 @@ usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' 
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) QUICK="--quick"; shift ;;
-        --only) ONLY="${2:-}"; shift 2 || { echo "--only needs a step: record|tests|bench|chapters" >&2; exit 2; } ;;
+        --only) ONLY="${2:-}"; shift 2 || { echo "--only needs a step: kernels|record|tests|bench|chapters" >&2; exit 2; } ;;
         --budget) BUDGET="${2:-}"; shift 2 || { echo "--budget needs seconds" >&2; exit 2; } ;;
         --keep) KEEP=1; shift ;;
         -h|--help) usage; exit 0 ;;
@@ -52,8 +56,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 case "$ONLY" in
-    ""|record|tests|bench|chapters) ;;
-    *) echo "gpu_run.sh: --only must be record, tests, bench or chapters, got '$ONLY'" >&2; exit 2 ;;
+    ""|kernels|record|tests|bench|chapters) ;;
+    *) echo "gpu_run.sh: --only must be kernels, record, tests, bench or chapters, got '$ONLY'" >&2; exit 2 ;;
 esac
 case "$BUDGET" in
     ''|*[!0-9]*) echo "gpu_run.sh: --budget must be a whole number of seconds, got '$BUDGET'" >&2; exit 2 ;;
@@ -91,7 +95,7 @@ step() {
     rc=${PIPESTATUS[0]}
     local dt=$((SECONDS - t0))
     local status
-    if [ "$name" = tests ] && [ "$rc" -eq 5 ]; then
+    if { [ "$name" = tests ] || [ "$name" = kernels ]; } && [ "$rc" -eq 5 ]; then
         status="ok (no gpu tests collected)"
     elif [ "$rc" -eq 0 ]; then
         status="ok"
@@ -110,6 +114,11 @@ step() {
     "$PY" -m perfkit info
 } 2>&1 | tee "$OUT/info.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || { note "$(printf '%-9s %-34s' info FAILED)"; FAILED=1; }
+
+if wants kernels; then
+    step kernels "$OUT/kernels.log" "$PY" -m pytest -m gpu -q tests/test_persistent_rnn.py tests/test_kernels.py \
+        -p no:cacheprovider -o addopts="" -o testpaths=tests
+fi
 
 if wants record; then
     rm -rf "$OUT/data" "$OUT/recording.tar.gz"
@@ -135,13 +144,18 @@ note "$(printf '%-9s %-34s %5d s' total "$([ "$FAILED" -eq 0 ] && echo ok || ech
 
 # Pack logs, summary and figures into one file; drop the loose folders (the tars hold them).
 PACK=()
-for f in info.log record.log gpu_tests.log bench.log chapters.log summary.txt figures; do
+for f in info.log kernels.log record.log gpu_tests.log bench.log chapters.log summary.txt figures; do
     [ -e "$OUT/$f" ] && PACK+=("$f")
 done
 tar -czf "$OUT/results.tar.gz" -C "$OUT" "${PACK[@]}" || FAILED=1
 if [ "$KEEP" -eq 0 ]; then
     [ -f "$OUT/recording.tar.gz" ] && rm -rf "$OUT/data"
     rm -rf "$OUT/figures"
+    # The device tool brings back at most 8 files: when every step ran, the step logs stay only
+    # inside results.tar.gz.
+    if [ "$(find "$OUT" -maxdepth 1 -type f | wc -l)" -gt 8 ]; then
+        rm -f "$OUT"/kernels.log "$OUT"/record.log "$OUT"/gpu_tests.log "$OUT"/bench.log "$OUT"/chapters.log
+    fi
 fi
 
 echo; echo "=================== summary ($OUT)"

@@ -12,7 +12,8 @@ The public API, by concept (one module each):
 - calibration (achievable ceilings): :func:`achievable_ceilings`, :class:`Ceilings`
 - validation (the model against every published and recorded GEMM): :func:`validation_table`
 - timing: :func:`bench`, :class:`Measurement`
-- kernels: :func:`tiled_matmul` (Triton, forced tiles)
+- kernels: :func:`tiled_matmul` (Triton, forced tiles), :func:`persistent_rnn` (CuPy, Baidu's
+  persistent RNN), :func:`persistent_rnn_plan`, :func:`max_persistent_hidden`, :func:`rnn_reference`
 - experiments, data and provenance: :mod:`perfkit.experiments`, :mod:`perfkit.data`,
   :func:`run_or_load`, :func:`source_of`, :func:`caption`
 - published third-party measurements (Baidu DeepBench's V100/P100): :func:`published`,
@@ -40,7 +41,8 @@ from .experiments import REGISTRY
 from .calibration import Ceilings, achievable_ceilings, default_ceilings
 from .gemm_model import (CANDIDATE_TILES, TILE_SHAPE_FACTORS, GemmModel, GemmPrediction, explain_gemm,
                          predict_gemm_time, prediction_error, shape_factor)
-from .kernels import tiled_matmul, triton_mode
+from .kernels import (PersistentPlan, max_persistent_hidden, persistent_rnn, persistent_rnn_plan, rnn_reference,
+                      tiled_matmul, triton_mode)
 from .provenance import Source, caption, live_source, published_counterparts, run_or_load, source_of
 from .quantization import alignment, cdiv, pad_to_multiple, tile_quantization, wave_quantization
 from .record import archive, record

@@ -25,7 +25,11 @@ from .background import plot_roofline, plot_tile_waves, plot_wave_model, plot_wa
 from .gemm import (plot_alignment, plot_gemm_sizes, plot_layout_spread, plot_predicted_vs_measured,
                    plot_quantization_sweep, plot_small_n, plot_throughput_vs_work, plot_tile_sizes, plot_transposes)
 from .timers import plot_samples, plot_timers
+from . import fc as _fc, rnn as _rnn
+from .fc import *  # noqa: F401,F403  (the FC chapter's figures: see perfkit.plots.fc.__all__)
+from .rnn import *  # noqa: F401,F403  (the RNN chapter's figures: see perfkit.plots.rnn.__all__)
 
 __all__ = ["plot_alignment", "plot_gemm_sizes", "plot_layout_spread", "plot_predicted_vs_measured",
            "plot_quantization_sweep", "plot_roofline", "plot_samples", "plot_small_n", "plot_throughput_vs_work",
            "plot_tile_sizes", "plot_tile_waves", "plot_timers", "plot_transposes", "plot_wave_model", "plot_waves"]
+__all__ += _fc.__all__ + _rnn.__all__

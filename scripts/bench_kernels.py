@@ -7,7 +7,10 @@ On a GPU it prints, for a few shapes:
   kernel exists to show quantization, not to win, but it should stay within a small factor of cuBLAS
   on large aligned shapes, or the tile experiments would measure a broken kernel;
 - ``perfkit.bench`` against ``triton.testing.do_bench`` on the same function: the two must agree
-  within a few percent on kernels far longer than a launch.
+  within a few percent on kernels far longer than a launch;
+- perfkit's persistent RNN kernel against a GEMM-per-step loop (``torch.addmm`` + ``tanh``) at
+  minibatch 4: the kernel exists to show that keeping the weights on chip pays at small batches,
+  so it must be faster (ratio < 1), or the chapter's experiment would time a broken kernel.
 On a CPU it compares ``perfkit.bench`` with ``torch.utils.benchmark.Timer`` on a CPU matmul.
 Exit status 1 if a ratio is outside its bound.
 """
@@ -49,7 +52,27 @@ def gpu() -> bool:
         mine = pk.bench(fn).median
         theirs = triton.testing.do_bench(fn, return_mode="median") / 1e3
         ok &= _row(f"perfkit.bench vs do_bench, gemm {M}³ bf16", mine, theirs, 0.95, 1.05)
-    return ok
+    return ok & persistent_rnn()
+
+
+def persistent_rnn() -> bool:
+    T, B, H = 64, 4, 1024
+    x = torch.randn(T, B, H, device="cuda", dtype=torch.float16)
+    w = (torch.randn(H, H, device="cuda") / H**0.5).half()
+
+    def loop():
+        state = torch.zeros(B, H, device="cuda", dtype=torch.float16)
+        for t in range(T):
+            state = torch.tanh(torch.addmm(x[t], state, w.T))
+        return state
+
+    try:
+        mine = pk.bench(lambda: pk.persistent_rnn(x, w), flush_l2=False).median
+    except (RuntimeError, ValueError) as e:  # no CuPy, or the kernel refuses this GPU
+        print(f"persistent_rnn: not run ({e})")
+        return False
+    ref = pk.bench(loop, flush_l2=False).median
+    return _row(f"persistent_rnn vs GEMM loop, T={T} B={B} H={H}", mine, ref, 0.0, 1.0)
 
 
 def cpu() -> bool:

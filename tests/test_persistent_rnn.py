@@ -275,20 +275,3 @@ def test_runs_on_torchs_current_non_default_stream(gpu):
         out = persistent_rnn(x, w, h)
     stream.synchronize()
     _expect_close(out, x_real, w, h, "tanh")
-
-
-@pytest.mark.gpu
-def test_beats_a_gemm_per_step_loop_at_small_batch(gpu):
-    from perfkit.timing import bench
-
-    x, w, h = _inputs(64, 4, 1024)
-
-    def loop():
-        state = h
-        for t in range(x.shape[0]):
-            state = torch.tanh(torch.addmm(x[t], state, w.T))
-        return state
-
-    fast = bench(lambda: persistent_rnn(x, w, h), flush_l2=False, label="persistent").median
-    slow = bench(loop, flush_l2=False, label="gemm loop").median
-    assert fast < slow, (fast, slow)

@@ -18,7 +18,7 @@ from matplotlib.ticker import FuncFormatter
 
 from ..provenance import Source, caption
 from ..shapes import RNN_GATES
-from ._common import frame_source, heading, named_frames, new_figure, no_data, say, time_axis
+from ._common import frame_source, heading, named_frames, new_figure, no_data, time_axis
 
 __all__ = ["plot_combine_time", "plot_layer_minibatch", "plot_persistent", "plot_rnn_batch", "plot_rnn_hidden",
            "plot_rnn_layers", "plot_rnn_then_now"]

@@ -4,8 +4,8 @@ The public API, by concept (one module each):
 
 - devices: :func:`device_spec`, :func:`current_device`, :class:`DeviceSpec`, :data:`KNOWN_DEVICES`
 - dtypes: :data:`DTYPES`, :func:`canonical_dtype`, :func:`itemsize`
-- roofline: :func:`arithmetic_intensity`, :func:`roofline_time`, :func:`math_bound_batch`,
-  :func:`plot_roofline`, …
+- roofline: :func:`arithmetic_intensity`, :func:`roofline_time`, :func:`math_bound_batch`
+  (and its measured counterpart :func:`batch_crossover`), :func:`plot_roofline`, …
 - quantization: :func:`alignment`, :func:`pad_to_multiple`, :func:`tile_quantization`, :func:`wave_quantization`
 - shapes (layer → GEMM): :func:`linear_gemms`, :func:`conv_gemms`, :func:`rnn_gemms`
 - gemm_model: :func:`predict_gemm_time`, :func:`explain_gemm`, :class:`GemmModel`
@@ -46,8 +46,8 @@ from .kernels import (PersistentPlan, max_persistent_hidden, persistent_rnn, per
 from .provenance import Source, caption, live_source, published_counterparts, run_or_load, source_of
 from .quantization import alignment, cdiv, pad_to_multiple, tile_quantization, wave_quantization
 from .record import archive, record
-from .roofline import (Operation, arithmetic_intensity, attainable_flops, gemm_bytes, gemm_flops, gemm_operation,
-                       math_bound_batch, nvidia_example_operations, roofline_time)
+from .roofline import (Operation, arithmetic_intensity, attainable_flops, batch_crossover, gemm_bytes, gemm_flops,
+                       gemm_operation, math_bound_batch, nvidia_example_operations, roofline_time)
 from .shapes import RNN_GATES, conv_gemms, conv_output_size, linear_gemms, rnn_gemms
 from .timing import Measurement, NoiseWarning, bench, to_gbps, to_tflops
 from .validation import validation_frames, validation_table, with_predictions, worst_predictions

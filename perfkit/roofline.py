@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from ._validate import non_negative_number, positive_int, positive_number
 from .devices import DeviceSpec
@@ -24,6 +25,7 @@ __all__ = [
     "Operation",
     "arithmetic_intensity",
     "attainable_flops",
+    "batch_crossover",
     "gemm_bytes",
     "gemm_flops",
     "gemm_operation",
@@ -87,6 +89,25 @@ def math_bound_batch(in_features: int, out_features: int, spec: DeviceSpec, dtyp
     while arithmetic_intensity(O, batch, I, dtype) < ridge:
         batch += 1
     return batch
+
+
+def batch_crossover(frame: pd.DataFrame) -> pd.DataFrame:
+    """Where a layer's forward GEMM turns math-bound, measured: one row per (M, K, dtype) in ``frame``.
+
+    Two asymptotes from the data: the flat time of small batches (``floor_s``, the sweep's fastest
+    GEMM: the weights cross memory once) and the time of the best throughput, ``2·M·N·K /
+    best_tflops``, which grows ∝ N. They meet at ``crossover_batch = floor_s · best / (2·M·K)``, the
+    measured counterpart of :func:`math_bound_batch`. Columns: M, K, dtype, floor_s,
+    best_tflops, best_batch, crossover_batch, max_batch. Works on ``fc_batch`` and published GEMMs.
+    """
+    rows = []
+    for (M, K, dtype), g in frame.groupby(["M", "K", "dtype"], sort=False):
+        floor_s, best = float(g["time_s"].min()), float(g["tflops"].max())
+        rows.append({"M": M, "K": K, "dtype": dtype, "floor_s": floor_s, "best_tflops": best,
+                     "best_batch": int(g.loc[g["tflops"].idxmax(), "N"]),
+                     "crossover_batch": floor_s * best * 1e12 / (2 * M * K), "max_batch": int(g["N"].max())})
+    return pd.DataFrame(rows, columns=["M", "K", "dtype", "floor_s", "best_tflops", "best_batch",
+                                       "crossover_batch", "max_batch"])
 
 
 @dataclass(frozen=True)

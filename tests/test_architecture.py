@@ -126,7 +126,8 @@ def test_public_api_keeps_working():
              "live_source", "plot_roofline", "roofline_explorer", "gemm_explorer", "data", "experiments",
              "plots", "widgets", "__version__", "source_of", "caption", "Source", "cdiv", "TILE_SHAPE_FACTORS",
              "published", "published_all", "published_recordings", "published_counterparts", "then_now",
-             "math_bound_batch", "judge", "finding", "verdict_table", "Finding", "verdict", "padded_linear",
+             "math_bound_batch", "batch_crossover", "judge", "finding", "verdict_table", "Finding", "verdict",
+             "padded_linear",
              "persistent_rnn", "persistent_rnn_plan", "max_persistent_hidden", "rnn_reference", "PersistentPlan"]
     missing = [n for n in names if not hasattr(pk, n)]
     assert not missing, f"perfkit lost public names: {missing}"

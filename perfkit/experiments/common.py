@@ -9,7 +9,8 @@ import pandas as pd
 import psutil
 
 from .._validate import one_of, positive_int
-from ..dtypes import canonical_dtype, itemsize, torch_dtype
+from ..dtypes import canonical_dtype, torch_dtype
+from ..gemm_model import predict_gemm_time
 from ..roofline import gemm_bytes, gemm_flops
 from ..timing import Measurement
 from ..units import GiB
@@ -136,6 +137,20 @@ def matmul_fn(M: int, N: int, K: int, dtype: str, device: str, layout: str = "NN
 
         return run
     return lambda: torch.matmul(a, b)
+
+
+def predicted_s(M: int, N: int, K: int, dtype: str, spec: Any, tile: tuple[int, int] | None = None) -> float:
+    """:func:`perfkit.gemm_model.predict_gemm_time` in seconds, NaN where ``spec`` has no peak for ``dtype``."""
+    try:
+        return predict_gemm_time(M, N, K, dtype, spec, tile)
+    except LookupError:  # no peak known for this dtype on this device
+        return float("nan")
+
+
+def require_gpu(device: str, what: str, *, runs: str, instead: str) -> None:
+    """``RuntimeError`` unless ``device`` is ``"cuda"``: ``what`` ``runs``, and on a CPU do ``instead``."""
+    if device != "cuda":
+        raise RuntimeError(f"{what} {runs} and needs an NVIDIA GPU; on a CPU, {instead}")
 
 
 def timing_row(m: Measurement) -> dict[str, float]:

@@ -23,7 +23,7 @@ from ..timing import bench
 from .common import ensure_fits, gemm_row, matmul_fn, resolve_device, sweep, timing_row
 from .registry import register
 
-__all__ = ["FC_DTYPES", "PASS_LAYOUTS", "batch_crossover", "fc_batch", "fc_features", "fc_passes",
+__all__ = ["FC_DTYPES", "PASS_LAYOUTS", "fc_batch", "fc_features", "fc_passes",
            "feature_effects", "feature_points", "pass_overhead", "predicted_features", "predicted_vocab",
            "vocab_padding", "vocab_savings"]
 
@@ -338,25 +338,6 @@ def predicted_vocab(spec, *, vocab: int = 50257, in_features: int = 768, tokens:
     d = canonical_dtype(dtype)
     rows = [_vocab_row(*p, V, I, T, d, spec) for p in _vocab_points(_ints("multiples", multiples))]
     return pd.DataFrame(rows, columns=list(_VOCAB_COLUMNS))
-
-
-def batch_crossover(frame: pd.DataFrame) -> pd.DataFrame:
-    """Where a layer's forward GEMM turns math-bound, measured: one row per (M, K, dtype) in ``frame``.
-
-    Two asymptotes from the data: the flat time of small batches (``floor_s``, the sweep's fastest
-    GEMM: the weights cross memory once) and the time of the best throughput, ``2·M·N·K /
-    best_tflops``, which grows ∝ N. They meet at ``crossover_batch = floor_s · best / (2·M·K)``, the
-    measured counterpart of :func:`perfkit.math_bound_batch`. Columns: M, K, dtype, floor_s,
-    best_tflops, best_batch, crossover_batch, max_batch. Works on ``fc_batch`` and published GEMMs.
-    """
-    rows = []
-    for (M, K, dtype), g in frame.groupby(["M", "K", "dtype"], sort=False):
-        floor_s, best = float(g["time_s"].min()), float(g["tflops"].max())
-        rows.append({"M": M, "K": K, "dtype": dtype, "floor_s": floor_s, "best_tflops": best,
-                     "best_batch": int(g.loc[g["tflops"].idxmax(), "N"]),
-                     "crossover_batch": floor_s * best * 1e12 / (2 * M * K), "max_batch": int(g["N"].max())})
-    return pd.DataFrame(rows, columns=["M", "K", "dtype", "floor_s", "best_tflops", "best_batch",
-                                       "crossover_batch", "max_batch"])
 
 
 def pass_overhead(frame: pd.DataFrame) -> pd.DataFrame:

@@ -15,13 +15,12 @@ import pandas as pd
 from .._validate import positive_int, tile_pair
 from ..devices import current_device
 from ..dtypes import canonical_dtype
-from ..gemm_model import predict_gemm_time
 from ..quantization import alignment, wave_quantization
 from ..kernels import tiled_matmul
 from ..roofline import arithmetic_intensity, gemm_bytes
 from ..timing import bench
-from .common import (ensure_fits, gemm_bytes_needed, gemm_row, matmul_fn, matmul_operands, resolve_device,
-                     supports_dtype, sweep)
+from .common import (ensure_fits, gemm_bytes_needed, gemm_row, matmul_fn, matmul_operands, predicted_s,
+                     require_gpu, resolve_device, supports_dtype, sweep)
 from .registry import register
 
 GEMM_COLUMNS = {
@@ -44,13 +43,6 @@ def _measure_cublas(M, N, K, dtype, device, blas_layout="NN", **extra):
     m = bench(matmul_fn(M, N, K, dtype, device, blas_layout), device=device,
               label=f"gemm {M}×{N}×{K} {dtype} {blas_layout}")
     return gemm_row(M, N, K, dtype, m, **extra)
-
-
-def _predicted(M, N, K, dtype, spec, tile=None):
-    try:
-        return predict_gemm_time(M, N, K, dtype, spec, tile)
-    except LookupError:  # no peak known for this dtype on this device
-        return float("nan")
 
 
 @register("gemm_sizes", "GEMM duration and throughput as M=N grows at K=4096, and as K grows at M=N=4096 "
@@ -77,7 +69,7 @@ def gemm_sizes(*, dtypes=GEMM_DTYPES, device="auto", quick=False, progress=True,
 
     def measure(p):
         sw, M, N, K, d = p
-        return _measure_cublas(M, N, K, d, device, sweep=sw, predicted_s=_predicted(M, N, K, d, spec))
+        return _measure_cublas(M, N, K, d, device, sweep=sw, predicted_s=predicted_s(M, N, K, d, spec))
 
     return sweep(points, measure, on_row=on_row, progress=progress, desc="GEMM sizes")
 
@@ -124,9 +116,8 @@ def tiled_fn(M, N, K, dtype, tile, block_k, device):
 
 
 def _require_gpu(device, what):
-    if device != "cuda":
-        raise RuntimeError(f"{what} times a Triton kernel with forced tiles and needs an NVIDIA GPU; "
-                           "on a CPU, show the recorded data (perfkit.data.load) instead")
+    require_gpu(device, what, runs="times a Triton kernel with forced tiles",
+                instead="show the recorded data (perfkit.data.load) instead")
 
 
 def _tile_rows(M, N, K, dtype, tile, block_k, device, spec, **extra):
@@ -135,7 +126,7 @@ def _tile_rows(M, N, K, dtype, tile, block_k, device, spec, **extra):
     wq = wave_quantization(M, N, tile, spec.sms)
     return gemm_row(M, N, K, dtype, m, impl=f"triton {tile[0]}x{tile[1]}", tile_m=tile[0], tile_n=tile[1],
                     block_k=block_k, tiles=wq.tiles, waves=wq.waves,
-                    predicted_s=_predicted(M, N, K, dtype, spec, tile), **extra)
+                    predicted_s=predicted_s(M, N, K, dtype, spec, tile), **extra)
 
 
 TILE_COLUMNS = dict(GEMM_COLUMNS, impl="'cublas' (torch.matmul) or 'triton TMxTN' (forced tile)",
@@ -189,7 +180,7 @@ def gemm_tile_sizes(*, dtype="float16", K=4096, tiles=((256, 128), (128, 256), (
     def measure(p):
         impl, t = p
         if impl == "cublas":
-            return _measure_cublas(M, N, K, dtype, device, impl="cublas", predicted_s=_predicted(M, N, K, dtype, spec))
+            return _measure_cublas(M, N, K, dtype, device, impl="cublas", predicted_s=predicted_s(M, N, K, dtype, spec))
         return _tile_rows(M, N, K, dtype, t, 64, device, spec)
 
     return sweep(points, measure, on_row=on_row, progress=progress, desc="tile sizes")
@@ -219,7 +210,7 @@ def gemm_waves(*, dtype="float16", tile=(256, 128), K=4096, device="auto", quick
         if impl == "cublas":
             wq = wave_quantization(M, N, tile, spec.sms)
             return _measure_cublas(M, N, K, dtype, device, impl="cublas", tiles=wq.tiles, waves=wq.waves,
-                                   predicted_s=_predicted(M, N, K, dtype, spec))
+                                   predicted_s=predicted_s(M, N, K, dtype, spec))
         return _tile_rows(M, N, K, dtype, tile, 64, device, spec)
 
     return sweep(points, measure, on_row=on_row, progress=progress, desc="wave quantization")
@@ -268,7 +259,7 @@ def gemm_small_n(*, dtype="float16", M=2560, K=2560, device="auto", quick=False,
     def measure(N):
         m = bench(matmul_fn(M, N, K, dtype, device), device=device, label=f"gemm {M}×{N}×{K} {dtype}")
         return gemm_row(M, N, K, dtype, m, gbps=m.gbps(gemm_bytes(M, N, K, dtype)),
-                        intensity=arithmetic_intensity(M, N, K, dtype), predicted_s=_predicted(M, N, K, dtype, spec))
+                        intensity=arithmetic_intensity(M, N, K, dtype), predicted_s=predicted_s(M, N, K, dtype, spec))
 
     return sweep(Ns, measure, on_row=on_row, progress=progress, desc="small N")
 

@@ -19,12 +19,12 @@ import pandas as pd
 from .._validate import one_of, positive_int
 from ..devices import current_device
 from ..dtypes import canonical_dtype, itemsize, torch_dtype
-from ..gemm_model import predict_gemm_time
 from ..roofline import gemm_bytes
 from ..shapes import RNN_GATES, rnn_gemms
 from ..timing import bench
 from ..units import format_time
-from .common import ensure_fits, gemm_row, matmul_fn, matmul_operands, resolve_device, sweep, timing_row
+from .common import (ensure_fits, gemm_row, matmul_fn, matmul_operands, predicted_s, require_gpu, resolve_device,
+                     sweep, timing_row)
 from .registry import register
 
 __all__ = ["CELLS", "DEEPBENCH_LAYERS", "PERSISTENT_ATOL", "combine_speedup", "deepbench_comparable", "gemm_loop",
@@ -64,14 +64,6 @@ def _bench(fn: Callable[[], Any], device: str, **kw: Any):
     return bench(fn, device=device, max_time_s=0.5 if device == "cpu" else 10.0, **kw)
 
 
-def _predict(M: int, N: int, K: int, dtype: str, spec) -> float:
-    """Predicted seconds of one GEMM, NaN where the device has no peak for ``dtype``."""
-    try:
-        return predict_gemm_time(M, N, K, dtype, spec)
-    except LookupError:  # no peak known for this dtype on this device
-        return float("nan")
-
-
 @register("rnn_combine_time", "Input GEMMs of T time steps: one GEMM of N = batch·T against T GEMMs of N = "
           "batch (Baidu SVAIL 2015, 'combine over time')",
           dict(_SHAPE, timesteps="sequence length T", method="'combined' (one GEMM) or 'per step' (T GEMMs)",
@@ -99,13 +91,13 @@ def rnn_combine_time(*, cell=CELLS, hidden=None, batch=None, timesteps=None, dty
         extra = dict(cell=c, hidden=h, batch=b, timesteps=t, method=method, gemms=1 if method == "combined" else t)
         if method == "combined":
             m = _bench(matmul_fn(M, NT, K, dtype, device), device, label=f"input gemm {M}×{NT}×{K}")
-            return dict(gemm_row(M, NT, K, dtype, m, **extra), N=NT, predicted_s=_predict(M, NT, K, dtype, spec))
+            return dict(gemm_row(M, NT, K, dtype, m, **extra), N=NT, predicted_s=predicted_s(M, NT, K, dtype, spec))
         import torch
 
         a, x = matmul_operands(M, NT, K, dtype, device)
         steps = [x[:, i * b:(i + 1) * b] for i in range(t)]  # views of the same columns: no copy
         m = _bench(lambda: [torch.matmul(a, s) for s in steps], device, label=f"{t} input gemms {M}×{b}×{K}")
-        return dict(gemm_row(M, NT, K, dtype, m, **extra), N=b, predicted_s=t * _predict(M, b, K, dtype, spec))
+        return dict(gemm_row(M, NT, K, dtype, m, **extra), N=b, predicted_s=t * predicted_s(M, b, K, dtype, spec))
 
     points = [(s, meth) for s in shapes for meth in ("combined", "per step")]
     return sweep(points, measure, on_row=on_row, progress=progress, desc="combine over time")
@@ -154,7 +146,7 @@ def _recurrent_sweep(points: list, dtype: Any, device: str, name: str, on_row, p
         M, N, K = rnn_gemms(c, h, h, b, 1)["recurrent"]
         m = _bench(matmul_fn(M, N, K, dtype, device, lay), device, label=f"recurrent gemm {M}×{N}×{K} {lay}")
         extra = dict(multiple=math.gcd(h, 256)) if name == "rnn_hidden" else dict(layout=lay)
-        return gemm_row(M, N, K, dtype, m, cell=c, hidden=h, batch=b, predicted_s=_predict(M, N, K, dtype, spec),
+        return gemm_row(M, N, K, dtype, m, cell=c, hidden=h, batch=b, predicted_s=predicted_s(M, N, K, dtype, spec),
                         **extra)
 
     return sweep(points, measure, on_row=on_row, progress=progress, desc=name.replace("_", " "))
@@ -262,7 +254,7 @@ def rnn_cudnn(*, layers=None, dtype="float16", device="auto", quick=False, progr
             gemms = rnn_gemms(c, h, h, b, t)
             (M, N, K), R = gemms["input"], gemms["recurrent"]
             ig = _bench(matmul_fn(M, N, K, dtype, device), device, label=f"input gemm {M}×{N}×{K}").median
-            kept[(c, h, b, t)] = (mod, x, ig, _predict(M, N, K, dtype, spec) + t * _predict(*R, dtype, spec))
+            kept[(c, h, b, t)] = (mod, x, ig, predicted_s(M, N, K, dtype, spec) + t * predicted_s(*R, dtype, spec))
         mod, x, ig, pred = kept[(c, h, b, t)]
         fn = (lambda: mod(x)) if impl in ("cudnn", "torch cpu") else (lambda: gemm_loop(mod, x))
         m = _bench(fn, device, flush_l2=False, cuda_graph=impl.endswith("graph)"),
@@ -292,13 +284,6 @@ def deepbench_comparable(frame: pd.DataFrame | None) -> pd.DataFrame | None:
 
 # --- Persistent RNN (E12)
 
-def _require_gpu(device: str, what: str) -> None:
-    """``RuntimeError`` saying what to do instead, unless ``device`` is a CUDA GPU."""
-    if device != "cuda":
-        raise RuntimeError(f"{what} times a CUDA kernel and needs an NVIDIA GPU; on a CPU, show the recorded "
-                           "data (perfkit.run_or_load) and run perfkit.rnn_reference for the math")
-
-
 #: Largest |persistent − reference| accepted before a shape is timed (fp16 outputs in [-1, 1]).
 PERSISTENT_ATOL = 3e-2
 
@@ -327,7 +312,8 @@ def rnn_persistent(*, hidden=None, batch=None, timesteps=None, device="auto", qu
     bs = _sizes("batch", batch, quick, (1, 4, 16), (1, 2, 4, 8, 16, 32, 64))
     T = positive_int("timesteps", timesteps if timesteps is not None else 16 if quick else 64)
     device = resolve_device(device)
-    _require_gpu(device, "rnn_persistent")
+    require_gpu(device, "rnn_persistent", runs="times a CUDA kernel", instead="show the recorded data "
+                "(perfkit.run_or_load) and run perfkit.rnn_reference for the math")
     dtype, spec = "float16", current_device()
     ensure_fits(max(_layer_bytes("rnn", h, b, T, dtype) for h in hs for b in bs), device, what="rnn_persistent")
     from ..kernels.cupy_rnn import persistent_rnn, rnn_reference
@@ -337,7 +323,7 @@ def rnn_persistent(*, hidden=None, batch=None, timesteps=None, device="auto", qu
         mod, xp = _layer("rnn", h, h, dtype, device, nonlinearity="tanh"), _inputs((T, b, h), dtype, device)
         w = mod.weight_hh_l0
         row = dict(impl=impl, hidden=h, batch=b, timesteps=T, dtype=dtype,
-                   predicted_s=T * _predict(h, b, h, dtype, spec), note="")
+                   predicted_s=T * predicted_s(h, b, h, dtype, spec), note="")
         if impl == "persistent":
             try:
                 out = persistent_rnn(xp, w)

@@ -118,6 +118,11 @@ def named_frames(frames: Mapping[str, pd.DataFrame | None] | None, sources: Mapp
     return parts, labels
 
 
+def legend_name(source: Source | str, default: str) -> str:
+    """A short legend name for a series: its source's device, else ``default``."""
+    return getattr(source, "device", "") or default
+
+
 def heading(target: Figure | Axes, title: str, source: Source | str) -> None:
     """Set ``title`` and below it the caption ``source`` (wrapped to fit): a Figure's suptitle or an Axes' title."""
     _check_source(source, "source")

@@ -20,8 +20,9 @@ from matplotlib.ticker import MaxNLocator
 from ..devices import DeviceSpec
 from ..gemm_model import predict_gemm_time
 from ..provenance import Source, caption, modelled
-from ..roofline import arithmetic_intensity, math_bound_batch
-from ._common import frame_source, heading, named_frames, new_figure, no_data, say, single_axes, time_axis
+from ..roofline import arithmetic_intensity, batch_crossover, math_bound_batch
+from ._common import (frame_source, heading, legend_name, named_frames, new_figure, no_data, say, single_axes,
+                      time_axis)
 
 __all__ = ["plot_fc_batch", "plot_fc_features", "plot_fc_passes", "plot_fc_widths", "plot_vocab_padding"]
 
@@ -75,13 +76,6 @@ def _specs(models: DeviceSpec | Iterable[DeviceSpec] | None) -> list[DeviceSpec]
     return items
 
 
-def _crossover(g: pd.DataFrame) -> tuple[float, float, float]:
-    """Floor seconds, best FLOP/s, and the batch where t = floor meets t = 2·M·N·K / best."""
-    floor_s, best = float(g["time_s"].min()), float(g["tflops"].max()) * 1e12
-    M, K = float(g["M"].iloc[0]), float(g["K"].iloc[0])
-    return floor_s, best, floor_s * best / (2 * M * K)
-
-
 def plot_fc_batch(frame: pd.DataFrame | None, source: Source | str | None = None, *,
                   published: Mapping[str, pd.DataFrame | None] | None = None,
                   models: DeviceSpec | Iterable[DeviceSpec] | None = None) -> Figure | None:
@@ -120,10 +114,11 @@ def plot_fc_batch(frame: pd.DataFrame | None, source: Source | str | None = None
         k = i - 1 if ours else i  # index among the published series
         color = "C0" if name == "ours" else f"C{k + 3}"
         style = dict(marker="o", ls="-", ms=3) if name == "ours" else dict(marker="^v<>"[k % 4], ls=":", ms=5)
-        legend = _name(labels[name], name) if name == "ours" else f"{name} (published)"
+        legend = legend_name(labels[name], name) if name == "ours" else f"{name} (published)"
         ax_t.plot(g["N"], g["time_s"], color=color, label=legend, **style)
         ax_f.plot(g["N"], g["tflops"], color=color, label=legend, **style)
-        floor_s, best, cross = _crossover(g)
+        c = batch_crossover(g).iloc[0]
+        floor_s, best, cross = c["floor_s"], c["best_tflops"] * 1e12, c["crossover_batch"]
         low, high = grid[grid <= 4 * cross], grid[grid >= cross / 4]
         ax_t.plot(low, np.full(len(low), floor_s), color=color, lw=0.7, alpha=0.5)
         ax_t.plot(high, 2.0 * O * I * high / best, color=color, lw=0.7, alpha=0.5)
@@ -162,11 +157,6 @@ def _layer(frame: pd.DataFrame) -> tuple[int, int, str]:
     """(M, K, dtype) of a batch sweep's first row: the layer it measures."""
     r = frame.iloc[0]
     return int(r["M"]), int(r["K"]), str(r["dtype"])
-
-
-def _name(source: Source | str, default: str) -> str:
-    """A short legend name for a series: its device, else ``default``."""
-    return getattr(source, "device", "") or default
 
 
 def plot_fc_widths(frames: Mapping[str, pd.DataFrame | None], *, dtype: str = "float16", ax: Axes | None = None,

@@ -17,7 +17,8 @@ from matplotlib.figure import Figure
 from ..gemm_model import prediction_error
 from ..provenance import Source, caption
 from ..then_now import layout_spread
-from ._common import frame_source, heading, named_frames, new_figure, no_data, say, single_axes, time_axis
+from ._common import (frame_source, heading, legend_name, named_frames, new_figure, no_data, say, single_axes,
+                      time_axis)
 
 __all__ = ["plot_alignment", "plot_gemm_sizes", "plot_layout_spread", "plot_predicted_vs_measured",
            "plot_quantization_sweep", "plot_small_n", "plot_throughput_vs_work", "plot_tile_sizes", "plot_transposes"]
@@ -161,7 +162,7 @@ def plot_small_n(frame: pd.DataFrame | None, source: Source | str | None = None,
     fig, axes = new_figure(1, 2, height=3.8)
     if ours:
         g = frame.sort_values("N")
-        axes[0, 0].plot(g["N"], g["time_s"], "o-", ms=3, label=_name(labels["ours"], "measured"))
+        axes[0, 0].plot(g["N"], g["time_s"], "o-", ms=3, label=legend_name(labels["ours"], "measured"))
         if g["predicted_s"].notna().any():
             axes[0, 0].plot(g["N"], g["predicted_s"], "--", color="black", lw=1, label="model")
         axes[0, 1].plot(g["N"], g["tflops"], "o-", ms=3, color="C1", label="TFLOP/s")
@@ -246,11 +247,6 @@ def _spread_or_empty(frame: pd.DataFrame) -> pd.DataFrame:
     if "layout" not in frame or "time_s" not in frame:
         return frame.iloc[:0]
     return layout_spread(frame)
-
-
-def _name(source: Source | str, default: str) -> str:
-    """A short legend name for a series: its device, else ``default``."""
-    return getattr(source, "device", "") or default
 
 
 def plot_predicted_vs_measured(frames: Mapping[str, pd.DataFrame | None], *, ax: Axes | None = None,

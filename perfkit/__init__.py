@@ -9,6 +9,8 @@ The public API, by concept (one module each):
 - quantization: :func:`alignment`, :func:`pad_to_multiple`, :func:`tile_quantization`, :func:`wave_quantization`
 - shapes (layer → GEMM): :func:`linear_gemms`, :func:`conv_gemms`, :func:`rnn_gemms`
 - gemm_model: :func:`predict_gemm_time`, :func:`explain_gemm`, :class:`GemmModel`
+- memory_model (bytes of memory-limited layers): :func:`layer_bytes`, :func:`chain_bytes` (eager vs
+  fused), :func:`memory_time`, :func:`predict_layer_time`
 - calibration (achievable ceilings): :func:`achievable_ceilings`, :class:`Ceilings`
 - validation (the model against every published and recorded GEMM): :func:`validation_table`
 - timing: :func:`bench`, :class:`Measurement`
@@ -21,7 +23,8 @@ The public API, by concept (one module each):
 - then vs now (published beside ours): :func:`published_counterparts`, :mod:`perfkit.then_now`
 - verdicts computed from data (holds / weaker / gone / no data yet): :func:`finding`,
   :func:`verdict_table`, :func:`judge`
-- layers: :func:`padded_linear` (a Linear padded to a multiple, same outputs)
+- layers: :func:`padded_linear` (a Linear padded to a multiple, same outputs), :func:`padded_conv2d`
+  (a Conv2d with padded channels, same outputs)
 - figures and widgets: :mod:`perfkit.plots`, :func:`roofline_explorer`, :func:`gemm_explorer`
 
 Units everywhere: seconds, bytes, FLOP/s, bytes/s.
@@ -41,6 +44,7 @@ from .experiments import REGISTRY
 from .calibration import Ceilings, achievable_ceilings, default_ceilings
 from .gemm_model import (CANDIDATE_TILES, TILE_SHAPE_FACTORS, GemmModel, GemmPrediction, explain_gemm,
                          predict_gemm_time, prediction_error, shape_factor)
+from .memory_model import chain_bytes, layer_bytes, memory_time, pool_output_shape, predict_layer_time
 from .kernels import (PersistentPlan, max_persistent_hidden, persistent_rnn, persistent_rnn_plan, rnn_reference,
                       tiled_matmul, triton_mode)
 from .provenance import Source, caption, live_source, published_counterparts, run_or_load, source_of
@@ -82,6 +86,13 @@ def padded_linear(layer, multiple: int = 8, keep_padding: bool = False):
     from .padding import padded_linear as _p
 
     return _p(layer, multiple=multiple, keep_padding=keep_padding)
+
+
+def padded_conv2d(conv, in_multiple: int = 1, out_multiple: int = 1):
+    """A Conv2d with its channels padded to multiples, same outputs (see :func:`perfkit.padding.padded_conv2d`)."""
+    from .padding import padded_conv2d as _p
+
+    return _p(conv, in_multiple=in_multiple, out_multiple=out_multiple)
 
 
 def __getattr__(name: str):

@@ -20,6 +20,7 @@ import pandas as pd
 from ._validate import non_negative_number, positive_int, positive_number
 from .devices import DeviceSpec
 from .dtypes import canonical_dtype, itemsize, output_itemsize
+from .memory_model import layer_bytes
 
 __all__ = [
     "Operation",
@@ -178,9 +179,10 @@ def nvidia_example_operations(dtype: Any = "float16") -> list[Operation]:
     - Linear layer, 4096 outputs, 1024 inputs, batch 512 (GEMM M=4096, N=512, K=1024): 315 FLOP/B
       in float16.
     - The same at batch 1: ≈ 1 FLOP/B.
-    - ReLU: 1 op per element, each element read and written once: 0.25 FLOP/B in float16.
-    - Max pooling 3×3, stride 1 (same-size output): 9 ops per output, one read and one write per
-      element: 2.25 FLOP/B in float16.
+    - ReLU: 1 op per element, each element read and written once: 0.25 FLOP/B in float16
+      (bytes from :func:`perfkit.memory_model.layer_bytes`, as for the next two).
+    - Max pooling 3×3, stride 1, padding 1 (same-size output): 9 ops per output, one read and one
+      write per element: 2.25 FLOP/B in float16.
     - Layer normalization: :data:`LAYER_NORM_FLOPS_PER_ELEMENT` (8) FLOPs per element, x read once
       and y written once: 2 FLOP/B in float16 (NVIDIA: "< 10").
 
@@ -188,12 +190,13 @@ def nvidia_example_operations(dtype: Any = "float16") -> list[Operation]:
     elements; their intensities do not depend on that size. Wider dtypes scale the byte counts.
     """
     canonical_dtype(dtype)
-    s = itemsize(dtype)
     e = EXAMPLE_ELEMENTS
     return [
         gemm_operation(4096, 512, 1024, dtype, "Linear 4096×1024, batch 512"),
         gemm_operation(4096, 1, 1024, dtype, "Linear 4096×1024, batch 1"),
-        Operation("ReLU", 1 * e, 2 * e * s),
-        Operation("Max pool 3×3, stride 1", 9 * e, 2 * e * s),
-        Operation("Layer norm", LAYER_NORM_FLOPS_PER_ELEMENT * e, 2 * e * s),
+        Operation("ReLU", 1 * e, layer_bytes("relu", (e,), dtype)),
+        Operation("Max pool 3×3, stride 1", 9 * e,
+                  layer_bytes("maxpool", (64, 1, 1024, 1024), dtype, kernel_size=3, stride=1, padding=1)),
+        Operation("Layer norm", LAYER_NORM_FLOPS_PER_ELEMENT * e,
+                  layer_bytes("layernorm", (64 * 1024, 1024), dtype, training=False, elementwise_affine=False)),
     ]

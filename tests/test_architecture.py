@@ -127,7 +127,8 @@ def test_public_api_keeps_working():
              "plots", "widgets", "__version__", "source_of", "caption", "Source", "cdiv", "TILE_SHAPE_FACTORS",
              "published", "published_all", "published_recordings", "published_counterparts", "then_now",
              "math_bound_batch", "batch_crossover", "judge", "finding", "verdict_table", "Finding", "verdict",
-             "padded_linear",
+             "padded_linear", "padded_conv2d", "layer_bytes", "chain_bytes", "memory_time", "predict_layer_time",
+             "pool_output_shape",
              "persistent_rnn", "persistent_rnn_plan", "max_persistent_hidden", "rnn_reference", "PersistentPlan"]
     missing = [n for n in names if not hasattr(pk, n)]
     assert not missing, f"perfkit lost public names: {missing}"

@@ -1,8 +1,9 @@
 """Then vs now: published measurements beside ours, shape by shape.
 
-Baidu DeepBench published GEMM and RNN timings from a Tesla V100 (cuBLAS 10.1 and cuDNN 7.6,
-2019) and a Tesla P100 (cuBLAS 8.0, 2018); see :func:`perfkit.data.published`. Several of the
-book's experiments measure the same GEMMs or RNN layers. :func:`counterpart` picks the published rows that match an experiment
+Baidu DeepBench published GEMM, convolution and RNN timings from a Tesla V100 (cuBLAS 10.1 and
+cuDNN 7.6, 2019) and a Tesla P100 (cuBLAS 8.0, 2018); see :func:`perfkit.data.published`. Several
+of the book's experiments measure the same GEMMs, convolutions or RNN layers. :func:`counterpart`
+picks the published rows that match an experiment
 (:func:`perfkit.provenance.published_counterparts` loads them for every published GPU), so a
 figure can draw them beside a live or recorded run; :func:`layout_spread` and :func:`speedups`
 turn both into the numbers a verdict is computed from. Nothing here reads ``data/``.
@@ -29,10 +30,13 @@ COUNTERPARTS: dict[str, str] = {
     "fc_batch": "M = K = 4096 in NN: the forward GEMM of a 4096→4096 layer at batch N = 16…7000",
     "rnn_cudnn": "every published training RNN layer (cuDNN forward, input GEMM skipped), cell "
                  "'vanilla' named 'rnn'",
+    "conv_deepbench": "every published training convolution in the dtype (cuDNN forward, backward-data and "
+                      "backward-filter times)",
 }
 
 #: The kind of published data (:func:`perfkit.data.published`) each counterpart comes from.
-KIND: dict[str, str] = {name: "rnn" if name.startswith("rnn") else "gemm" for name in COUNTERPARTS}
+KIND: dict[str, str] = {name: next((k for k in ("rnn", "conv") if name.startswith(k)), "gemm")
+                        for name in COUNTERPARTS}
 
 #: The columns that name a GEMM shape.
 SHAPE = ["M", "N", "K", "dtype"]
@@ -40,9 +44,14 @@ SHAPE = ["M", "N", "K", "dtype"]
 #: The columns that name a recurrent layer's shape (the cell is "rnn", "gru" or "lstm").
 RNN_SHAPE = ["cell", "hidden", "batch", "timesteps", "dtype"]
 
+#: The columns that name a convolution's shape, in DeepBench's names: input W×H×C×N, K filters of R×S
+#: (height × width), pads and strides per axis.
+CONV_SHAPE = ["W", "H", "C", "N", "K", "R", "S", "pad_h", "pad_w", "stride_h", "stride_w", "dtype"]
+
 
 def counterpart(experiment: str, frame: pd.DataFrame, dtype: str = "float16") -> pd.DataFrame:
-    """The rows of a published GEMM ``frame`` that match ``experiment`` in ``dtype`` (see :data:`COUNTERPARTS`).
+    """The rows of a published ``frame`` (GEMMs, RNN layers or convolutions: :data:`KIND`) that match
+    ``experiment`` in ``dtype`` (see :data:`COUNTERPARTS`).
 
     The result keeps ``frame``'s metadata (``attrs``), so figures label it as published. Raises
     ``LookupError`` for an experiment without a counterpart, naming those with one.
@@ -55,6 +64,11 @@ def counterpart(experiment: str, frame: pd.DataFrame, dtype: str = "float16") ->
         rows = frame[frame["dtype"] == canonical_dtype(dtype)].assign(
             cell=lambda f: f["cell"].replace({"vanilla": "rnn"}))
         rows = rows.sort_values(RNN_SHAPE).reset_index(drop=True)
+        rows.attrs = dict(frame.attrs)
+        return rows
+    if KIND[experiment] == "conv":  # DeepBench's order (its layers follow each other within a network)
+        _check_columns(frame, CONV_SHAPE + ["time_s"], "frame")
+        rows = frame[frame["dtype"] == canonical_dtype(dtype)].reset_index(drop=True)
         rows.attrs = dict(frame.attrs)
         return rows
     _check_columns(frame, SHAPE + ["layout", "time_s"], "frame")
@@ -118,23 +132,30 @@ def spread_summary(frames: Mapping[str, pd.DataFrame | None]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["name", "dtype", "shapes", "median_spread", "worst_spread", "worst_shape"])
 
 
-def speedups(now: pd.DataFrame, then: pd.DataFrame, on: list[str] | None = None) -> pd.DataFrame:
+def speedups(now: pd.DataFrame, then: pd.DataFrame, on: list[str] | None = None, *,
+             column: str = "time_s") -> pd.DataFrame:
     """The shapes both frames measured: the fastest time of each and ``speedup`` = then_s / now_s.
 
-    ``on`` names the shape columns: :data:`SHAPE` (GEMMs, the default; the fastest layout counts)
-    or :data:`RNN_SHAPE` (recurrent layers). Columns: ``on``, then_s, now_s (seconds), speedup
-    (> 1: ``now`` is faster). Empty when the frames share no shape.
+    ``on`` names the shape columns: :data:`SHAPE` (GEMMs, the default; the fastest layout counts),
+    :data:`RNN_SHAPE` (recurrent layers) or :data:`CONV_SHAPE` (convolutions). ``column`` is the
+    time compared (seconds; e.g. a convolution's ``"bwd_params_time_s"``); shapes without it on
+    either side are left out. Columns: ``on``, then_s, now_s (seconds), speedup (> 1: ``now`` is
+    faster). Empty when the frames share no shape.
     """
     on = SHAPE if on is None else on
     if isinstance(on, str) or not isinstance(on, list) or not all(isinstance(c, str) for c in on):
-        raise TypeError(f"on must be a list of column names such as {SHAPE} or {RNN_SHAPE}, got {on!r}")
+        raise TypeError(f"on must be a list of column names such as {SHAPE}, {RNN_SHAPE} or {CONV_SHAPE}, "
+                        f"got {on!r}")
+    if not isinstance(column, str):
+        raise TypeError(f"column must be the name of a time column such as 'time_s', got {column!r}")
     best = []
     for name, frame in (("now", now), ("then", then)):
-        _check_columns(frame, on + ["time_s"], name)
-        best.append(frame.groupby(on)["time_s"].min().rename(f"{name}_s"))
-    out = pd.concat(best, axis=1, join="inner").reset_index()[on + ["then_s", "now_s"]]
+        _check_columns(frame, on + [column], name)
+        best.append(frame.groupby(on)[column].min().rename(f"{name}_s"))
+    out = pd.concat(best, axis=1, join="inner").dropna().reset_index()[on + ["then_s", "now_s"]]
     out["speedup"] = out["then_s"] / out["now_s"]
     return out
 
 
-__all__ = ["COUNTERPARTS", "KIND", "RNN_SHAPE", "SHAPE", "counterpart", "layout_spread", "speedups", "spread_summary"]
+__all__ = ["CONV_SHAPE", "COUNTERPARTS", "KIND", "RNN_SHAPE", "SHAPE", "counterpart", "layout_spread", "speedups",
+           "spread_summary"]

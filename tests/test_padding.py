@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import perfkit as pk
-from perfkit.padding import PaddedLinear, padded_linear
+from perfkit.padding import PaddedConv2d, PaddedLinear, padded_conv2d, padded_linear
 
 SHAPES = [(13, 21), (16, 24), (768, 1001), (5, 3)]
 
@@ -139,3 +139,118 @@ def test_bad_keep_padding_and_bad_inputs_are_refused():
         padded(torch.randn(2, 4))
     with pytest.raises(ValueError, match="wide output"):
         padded.mask_padding(torch.randn(2, 5))
+
+
+# --- pk.padded_conv2d
+
+CONVS = [dict(in_channels=3, out_channels=13, kernel_size=3, padding=1),
+         dict(in_channels=5, out_channels=7, kernel_size=(3, 5), stride=2, padding=(1, 2)),
+         dict(in_channels=6, out_channels=10, kernel_size=3, dilation=2, padding=2),
+         dict(in_channels=8, out_channels=8, kernel_size=1)]
+
+
+def _conv(bias: bool = True, dtype=torch.float64, **kw) -> torch.nn.Conv2d:
+    torch.manual_seed(kw["in_channels"] * 100 + kw["out_channels"])
+    return torch.nn.Conv2d(bias=bias, dtype=dtype, **kw)
+
+
+def _conv_run(module, x, g):
+    """Output, input gradient of ``module`` on ``x`` with upstream gradient ``g``."""
+    x = x.clone().requires_grad_(True)
+    y = module(x)
+    y.backward(g)
+    return y.detach(), x.grad
+
+
+@pytest.mark.parametrize("kw", CONVS)
+@pytest.mark.parametrize("multiples", [(4, 1), (8, 8), (1, 64)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_padded_conv2d_outputs_and_gradients_equal_the_original(kw, multiples, bias):
+    conv = _conv(bias=bias, **kw)
+    padded = pk.padded_conv2d(conv, in_multiple=multiples[0], out_multiple=multiples[1])
+    x = torch.randn(2, kw["in_channels"], 9, 11, dtype=torch.float64)
+    y0 = conv(x)
+    g = torch.randn_like(y0)
+    y0, dx0 = _conv_run(conv, x, g)
+    y1, dx1 = _conv_run(padded, x, g)
+    assert y1.shape == y0.shape
+    torch.testing.assert_close(y1, y0)
+    torch.testing.assert_close(dx1, dx0)
+    C, K = kw["in_channels"], kw["out_channels"]
+    w = padded.conv.weight.grad
+    torch.testing.assert_close(w[:K, :C], conv.weight.grad)
+    assert (w[K:] == 0).all() and (w[:, C:] == 0).all()
+    if bias:
+        torch.testing.assert_close(padded.conv.bias.grad[:K], conv.bias.grad)
+
+
+def test_padded_conv2d_pads_channels_with_zero_filters_and_copies_the_weights():
+    conv = _conv(in_channels=3, out_channels=13, kernel_size=7, stride=2, padding=3)
+    padded = pk.padded_conv2d(conv, in_multiple=4, out_multiple=8)
+    assert isinstance(padded, PaddedConv2d) and isinstance(padded, torch.nn.Module)
+    assert (padded.in_channels, padded.out_channels) == (3, 13)
+    assert (padded.padded_in_channels, padded.padded_out_channels) == (4, 16)
+    c = padded.conv
+    assert (c.in_channels, c.out_channels, c.kernel_size, c.stride, c.padding) == (4, 16, (7, 7), (2, 2), (3, 3))
+    assert (c.weight[13:] == 0).all() and (c.weight[:, 3:] == 0).all() and (c.bias[13:] == 0).all()
+    assert c.weight.data_ptr() != conv.weight.data_ptr()
+    before = conv.weight.detach().clone()
+    with torch.no_grad():
+        c.weight.add_(1.0)
+    torch.testing.assert_close(conv.weight.detach(), before)  # a copy: the original is untouched
+    back = padded.to_conv2d()
+    assert isinstance(back, torch.nn.Conv2d) and (back.in_channels, back.out_channels) == (3, 13)
+    torch.testing.assert_close(back.weight.detach(), before + 1.0)
+    assert "3→4" in repr(padded) and "13→16" in repr(padded)
+
+
+def test_padded_conv2d_takes_an_input_padded_once_and_keeps_padding_on_request():
+    conv = _conv(in_channels=3, out_channels=13, kernel_size=3, padding=1)
+    padded = padded_conv2d(conv, in_multiple=4, out_multiple=8)
+    x = torch.randn(2, 3, 8, 8, dtype=torch.float64)
+    once = padded.pad_input(x)  # what the data pipeline does, once
+    assert once.shape == (2, 4, 8, 8) and (once[:, 3] == 0).all()
+    torch.testing.assert_close(padded(once), conv(x))
+    noisy = once.clone()
+    noisy[:, 3] = 5.0  # the extra channel meets zero weights
+    torch.testing.assert_close(padded(noisy), conv(x))
+    wide = padded_conv2d(conv, in_multiple=4, out_multiple=8, keep_padding=True)
+    y = wide(x)
+    assert y.shape == (2, 16, 8, 8) and (y[:, 13:] == 0).all()
+    torch.testing.assert_close(y[:, :13], conv(x))
+    torch.testing.assert_close(padded(x[0]), conv(x[0]))  # an unbatched (C, H, W) input
+
+
+def test_padded_conv2d_keeps_dtype_layout_and_frozen_weights():
+    conv = torch.nn.Conv2d(3, 5, 3, dtype=torch.bfloat16).requires_grad_(False)
+    conv = conv.to(memory_format=torch.channels_last)
+    padded = padded_conv2d(conv, in_multiple=8)
+    w = padded.conv.weight
+    assert w.dtype == torch.bfloat16 and w.device == conv.weight.device and not w.requires_grad
+    assert w.is_contiguous(memory_format=torch.channels_last)
+    assert padded_conv2d(_conv(in_channels=8, out_channels=8, kernel_size=1), 8, 8).padded_in_channels == 8
+
+
+@pytest.mark.parametrize("bad", [torch.nn.Conv1d(3, 4, 1), torch.nn.Linear(3, 4), "conv", None,
+                                 torch.nn.LazyConv2d(4, 3)])
+def test_non_conv2d_layers_are_refused(bad):
+    with pytest.raises(TypeError, match="conv"):
+        pk.padded_conv2d(bad, in_multiple=4)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(in_multiple=0), ValueError, "in_multiple"), (dict(out_multiple=-8), ValueError, "out_multiple"),
+    (dict(in_multiple=2.5), TypeError, "in_multiple"), (dict(keep_padding="yes"), TypeError, "keep_padding")])
+def test_bad_multiples_are_refused(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        padded_conv2d(torch.nn.Conv2d(3, 5, 3), **kwargs)
+
+
+def test_grouped_convolutions_and_wrong_inputs_are_refused():
+    with pytest.raises(ValueError, match="groups"):
+        pk.padded_conv2d(torch.nn.Conv2d(4, 8, 3, groups=2), in_multiple=8)
+    padded = padded_conv2d(torch.nn.Conv2d(3, 5, 3), in_multiple=8)
+    with pytest.raises(ValueError, match="3 .*8.* channels"):
+        padded(torch.randn(2, 5, 8, 8))
+    with pytest.raises(ValueError, match="C = 3"):
+        padded.pad_input(torch.randn(2, 8, 8, 8))

@@ -159,3 +159,33 @@ def test_speedups_of_rnn_layers_match_on_the_rnn_shape():
         speedups(now, then, on="cell")
     with pytest.raises(ValueError, match="lacks the column"):
         speedups(now, then)  # GEMM columns by default
+
+
+def test_counterparts_of_conv_deepbench_are_published_convolutions_in_the_dtype():
+    assert pk.then_now.KIND["conv_deepbench"] == "conv" and pk.then_now.KIND["rnn_cudnn"] == "rnn"
+    then = published_counterparts("conv_deepbench")
+    assert list(then) == [V100, "P100-PCIe, 2018"]
+    for rows in then.values():
+        assert len(rows) == 94 and set(rows["dtype"]) == {"float16"}
+        assert pk.source_of(rows).kind == "published"
+        assert set(pk.then_now.CONV_SHAPE) <= set(rows.columns)
+    assert list(then[V100]["row"]) == sorted(then[V100]["row"])  # DeepBench's own order
+    fp32 = published_counterparts("conv_deepbench", dtype="fp32", gpus=["P100-PCIe"])
+    assert set(fp32["P100-PCIe, 2018"]["dtype"]) == {"float32"}
+    with pytest.raises(ValueError, match="lacks the column"):
+        counterpart("conv_deepbench", pd.DataFrame({"W": [1], "time_s": [1.0]}))
+
+
+def test_speedups_of_convolutions_compare_any_time_column():
+    then = published_counterparts("conv_deepbench")[V100]
+    shape = pk.then_now.CONV_SHAPE
+    now = then.head(4)[shape + ["time_s", "bwd_params_time_s", "bwd_inputs_time_s"]].assign(
+        time_s=lambda f: f["time_s"] / 2, bwd_params_time_s=lambda f: f["bwd_params_time_s"] / 5)
+    assert speedups(now, then, on=shape)["speedup"].round(6).eq(2).all()
+    assert speedups(now, then, on=shape, column="bwd_params_time_s")["speedup"].round(6).eq(5).all()
+    first_layers = speedups(now, then, on=shape, column="bwd_inputs_time_s")
+    assert len(first_layers) == 0  # DeepBench ran no backward-data pass for these C = 1 layers
+    with pytest.raises(TypeError, match="column"):
+        speedups(now, then, on=shape, column=3)
+    with pytest.raises(ValueError, match="lacks the column"):
+        speedups(now, then, on=shape, column="no_such_time_s")

@@ -15,7 +15,7 @@ activation [1]_    2·E·s (read x, write y)    3·E·s (read y or x, read dy, w
 ``dropout``        2·E·s + E·m (mask)         2·E·s + E·m (read dy and the mask, write dx)
 ``batchnorm``      2·E·s [2]_ + 8·C·4         3·E·s [2]_ + 5·C·4
 ``layernorm`` [4]_  2·E·s + 2·D·4 + 2·rows·4   3·E·s + 3·D·4 + 2·rows·4
-``maxpool``        s·(E + E_out) [3]_         s·(E_out + E) + index reads [3]_
+``maxpool`` [3]_   s·(E + E_out) + E_out·i    s·(E_out + E) + E_out·i
 ``avgpool``        s·(E + E_out)              s·(E_out + E)
 =================  =========================  ==============================================
 
@@ -25,8 +25,9 @@ activation [1]_    2·E·s (read x, write y)    3·E·s (read y or x, read dy, w
    ``persistent=False``: forward reads x twice (3·E·s), backward reads x and dy twice (5·E·s).
    In eval mode (``training=False``) the forward reads the running statistics: 2·E·s + 4·C·4.
    Per-channel parameters and statistics are float32 (4 bytes), as cuDNN keeps them for fp16.
-.. [3] ``indices_itemsize``: bytes per saved argmax index (PyTorch saves int64: 8; 0 = none, as in
-   inference or cuDNN, whose backward then reads x and y instead: s·(E_out + 2·E + E_out)).
+.. [3] i = ``indices_itemsize``: bytes per argmax index saved for the backward pass (default 8:
+   PyTorch's int64 indices in training; 0 = none, as in inference or cuDNN, whose backward then
+   reads x and y instead of indices: s·(E_out + 2·E + E_out)).
 .. [4] Over the last ``normalized_ndim`` dims (D elements; rows = E / D). The affine weight and
    bias (float32; none with ``elementwise_affine=False``); the per-row mean and 1/std are written
    in training (``training=True``) and read by the backward pass.
@@ -161,8 +162,9 @@ def _traffic(kind: str, dims: tuple[int, ...], s: int, pass_: str, p: dict[str, 
         return (2 * E * s, E * s, (3 * D if affine else 0) * PARAM_ITEMSIZE + stats)
     # pooling
     out = math.prod(pool_output_shape(dims, p["kernel_size"], p["stride"], p["padding"]))
-    if fwd:
-        return (E * s, out * s, 0)
+    if fwd:  # a max pool in training also writes each window's argmax for the backward pass
+        return (E * s, out * s, out * non_negative_int("indices_itemsize", p["indices_itemsize"])
+                if kind == "maxpool" else 0)
     if kind == "avgpool":
         return (out * s, E * s, 0)
     idx = non_negative_int("indices_itemsize", p["indices_itemsize"])

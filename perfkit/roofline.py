@@ -196,7 +196,8 @@ def nvidia_example_operations(dtype: Any = "float16") -> list[Operation]:
         gemm_operation(4096, 1, 1024, dtype, "Linear 4096×1024, batch 1"),
         Operation("ReLU", 1 * e, layer_bytes("relu", (e,), dtype)),
         Operation("Max pool 3×3, stride 1", 9 * e,
-                  layer_bytes("maxpool", (64, 1, 1024, 1024), dtype, kernel_size=3, stride=1, padding=1)),
+                  layer_bytes("maxpool", (64, 1, 1024, 1024), dtype, kernel_size=3, stride=1, padding=1,
+                              indices_itemsize=0)),
         Operation("Layer norm", LAYER_NORM_FLOPS_PER_ELEMENT * e,
                   layer_bytes("layernorm", (64 * 1024, 1024), dtype, training=False, elementwise_affine=False)),
     ]

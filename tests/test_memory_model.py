@@ -17,7 +17,7 @@ def test_nvidia_table1_intensities_follow_from_the_byte_model():
     # GPU Performance Background, Table 1: ReLU 0.25 FLOP/B, 3×3 stride-1 max pool 2.25 FLOP/B (fp16)
     relu = pk.layer_bytes("relu", SHAPE, "float16")
     assert E / relu == pytest.approx(0.25)
-    pool = pk.layer_bytes("maxpool", SHAPE, "float16", kernel_size=3, stride=1, padding=1)
+    pool = pk.layer_bytes("maxpool", SHAPE, "float16", kernel_size=3, stride=1, padding=1, indices_itemsize=0)
     assert 9 * E / pool == pytest.approx(2.25)
     ops = {op.name: op.intensity for op in pk.nvidia_example_operations("float16")}
     assert ops["ReLU"] == pytest.approx(0.25) and ops["Max pool 3×3, stride 1"] == pytest.approx(2.25)
@@ -61,7 +61,10 @@ def test_pooling_reads_input_writes_output():
     s = 2
     out = math.prod(pk.pool_output_shape(SHAPE, 3, 2, 1))  # ResNet's 3×3/2 pool: 56 → 28
     assert pk.pool_output_shape(SHAPE, 3, 2, 1) == (32, 64, 28, 28)
-    assert pk.layer_bytes("maxpool", SHAPE, "float16", kernel_size=3, stride=2, padding=1) == s * (E + out)
+    # inference (no indices) vs training (PyTorch writes int64 argmax indices for the backward)
+    assert pk.layer_bytes("maxpool", SHAPE, "float16", kernel_size=3, stride=2, padding=1,
+                          indices_itemsize=0) == s * (E + out)
+    assert pk.layer_bytes("maxpool", SHAPE, "float16", kernel_size=3, stride=2, padding=1) == s * (E + out) + 8 * out
     assert pk.layer_bytes("avgpool", SHAPE, "float16", kernel_size=2) == s * (E + E // 4)
     assert pk.layer_bytes("avgpool", SHAPE, "float16", pass_="backward", kernel_size=2) == s * (E // 4 + E)
     # max backward: dy, the saved int64 indices (PyTorch), dx; without indices: dy, x, y, dx

@@ -1,0 +1,182 @@
+"""Figures of the memory-limited layers chapter: duration and GB/s against bytes moved.
+
+Each takes the frame its experiment returned (``activation_sizes``, ``batchnorm_sizes``,
+``pool_sizes``; live, recorded, or the model-only frame of
+:func:`perfkit.experiments.memory.predicted_activations` captioned with
+:func:`perfkit.provenance.modelled`) and is captioned with that frame's source. ``fits`` (from
+:func:`perfkit.experiments.memory.bandwidth_fit`) adds each series' two asymptotes: its floor and
+time = bytes / bandwidth. ``ceiling`` (bytes/s) draws the copy ceiling, which needs its own
+``ceiling_source`` (a recorded ``ceiling_copy``, the datasheet, this CPU's measured copy).
+Durations in seconds, bytes in bytes (SI-prefixed ticks), bandwidth in GB/s (1e9 bytes/s).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import EngFormatter
+
+from ..provenance import Source, caption
+from ._common import frame_source, heading, new_figure, no_data, time_axis
+
+__all__ = ["plot_activation_sizes", "plot_batchnorm_sizes", "plot_pool_sizes"]
+
+_PASS_STYLE = {"forward": dict(marker="o", ls="-"), "backward": dict(marker="s", ls="--", mfc="white")}
+
+
+def _sources(label: Source | str, ceiling: float | None, ceiling_source: Source | str | None) -> str:
+    """The caption: where the timings come from, and where the ceiling does (required with one)."""
+    if ceiling is None:
+        return str(label)
+    if not isinstance(ceiling, (int, float)) or isinstance(ceiling, bool) or not ceiling > 0:
+        raise TypeError(f"ceiling must be a positive number of bytes/s, got {ceiling!r}")
+    if ceiling_source is None:
+        raise ValueError("ceiling needs ceiling_source= (a perfkit.Source or a string) saying where it comes "
+                         "from, e.g. the source of a ceiling_copy frame or 'datasheet × 0.9'")
+    return caption({"timings": label, "copy ceiling": ceiling_source})
+
+
+def _bytes_axis(ax: Axes, label: str) -> None:
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(EngFormatter(unit="B"))
+    ax.set_xlabel(label)
+    ax.grid(True, which="both", alpha=0.25)
+
+
+def _gbps_axis(ax: Axes, ceiling: float | None) -> None:
+    if ceiling is not None:
+        ax.axhline(ceiling / 1e9, color="gray", ls="--", lw=1.2, label=f"copy ceiling, {ceiling / 1e9:,.0f} GB/s")
+    ax.set_ylabel("GB/s (bytes ÷ duration)")
+    ax.set_ylim(bottom=0)
+
+
+def _asymptotes(ax: Axes, fit: pd.Series, x: np.ndarray, color: str) -> None:
+    """The floor up to the knee and time = bytes / bandwidth from there: thin lines in ``color``."""
+    if not np.isfinite(fit.get("bandwidth", np.nan)):
+        return
+    knee, lo, hi = fit["knee_bytes"], x.min(), x.max()
+    ax.plot([lo, max(lo, min(knee, hi))], [fit["floor_s"]] * 2, color=color, lw=0.8, alpha=0.5)
+    grid = np.geomspace(max(lo, min(knee, hi)), hi, 20)
+    ax.plot(grid, grid / fit["bandwidth"], color=color, lw=0.8, alpha=0.5)
+
+
+def _fit_row(fits: pd.DataFrame | None, keys: dict) -> pd.Series | None:
+    if fits is None or not len(fits):
+        return None
+    if not isinstance(fits, pd.DataFrame):
+        raise TypeError(f"fits must be a DataFrame from bandwidth_fit or None, got {type(fits).__name__}")
+    sel = np.ones(len(fits), bool)
+    for k, v in keys.items():
+        if k in fits.columns:
+            sel &= (fits[k] == v).to_numpy()
+    return fits[sel].iloc[0] if sel.sum() == 1 else None
+
+
+def _time_vs_bytes(frame: pd.DataFrame, keys: list[str], colours: dict, title: str, *,
+                   fits: pd.DataFrame | None, ceiling: float | None, caption_text: str) -> Figure:
+    """Two panels against bytes: duration (log-log) and GB/s; one series per ``keys`` group, coloured
+    by ``colours[group without pass]`` and styled by pass; the model's predicted_s dotted black."""
+    measured = frame["time_s"].notna().any()
+    fig, axes = new_figure(2, 1, height=7.5)
+    ax_t, ax_g = axes[:, 0]
+    for group, g in frame.groupby(keys, sort=False):
+        group = group if isinstance(group, tuple) else (group,)
+        named = dict(zip(keys, group))
+        g = g.sort_values("bytes")
+        t = g["time_s"] if measured else g["predicted_s"]
+        color = colours[tuple(v for k, v in named.items() if k != "pass")]
+        name = ", ".join(str(v) for v in group)
+        style = dict(_PASS_STYLE.get(named.get("pass"), _PASS_STYLE["forward"]), ms=4, color=color)
+        ax_t.plot(g["bytes"], t, label=name, **style)
+        ax_g.plot(g["bytes"], g["bytes"] / t / 1e9, label=name, **style)
+        fit = _fit_row(fits, named)
+        if fit is not None:
+            _asymptotes(ax_t, fit, g["bytes"].to_numpy(float), color)
+    model = frame[frame["predicted_s"].notna()].drop_duplicates("bytes").sort_values("bytes")
+    if measured and len(model):
+        for ax, y in ((ax_t, model["predicted_s"]), (ax_g, model["bytes"] / model["predicted_s"] / 1e9)):
+            ax.plot(model["bytes"], y, ":", color="black", lw=1.5, label="model: latency + bytes ÷ bandwidth")
+    time_axis(ax_t, "duration" + ("" if measured else " (model)"), log=True)
+    _gbps_axis(ax_g, ceiling)
+    for ax in (ax_t, ax_g):
+        _bytes_axis(ax, "bytes moved per pass (pk.layer_bytes)")
+        ax.legend(fontsize=7, ncol=3)
+    heading(fig, title + ("" if measured else " (model only)"), caption_text)
+    return fig
+
+
+def plot_activation_sizes(frame: pd.DataFrame | None, source: Source | str | None = None, *,
+                          fits: pd.DataFrame | None = None, ceiling: float | None = None,
+                          ceiling_source: Source | str | None = None) -> Figure | None:
+    """``activation_sizes``: duration and GB/s against bytes, one colour per op, forward solid and
+    backward dashed; thin lines: the ``fits`` asymptotes; dotted: the model; dashed gray: ``ceiling``."""
+    if no_data(frame, source):
+        return None
+    label = frame_source(frame, source)
+    if frame["time_s"].isna().all():  # the model: every op of the same bytes takes the same time
+        frame = frame.drop_duplicates(["pass", "bytes"]).assign(op="every op")
+    colours = {(op,): f"C{i}" for i, op in enumerate(dict.fromkeys(frame["op"]))}
+    return _time_vs_bytes(frame, ["op", "pass"], colours,
+                          f"Activations: duration against bytes, {frame['dtype'].iloc[0]}", fits=fits,
+                          ceiling=ceiling, caption_text=_sources(label, ceiling, ceiling_source))
+
+
+def plot_pool_sizes(frame: pd.DataFrame | None, source: Source | str | None = None, *,
+                    fits: pd.DataFrame | None = None, ceiling: float | None = None,
+                    ceiling_source: Source | str | None = None) -> Figure | None:
+    """``pool_sizes``: duration and GB/s against bytes (int64 indices of max pooling included), one
+    colour per kind and window, forward solid and backward dashed; the model dotted."""
+    if no_data(frame, source):
+        return None
+    label = frame_source(frame, source)
+    pairs = list(dict.fromkeys(zip(frame["kind"], frame["window"])))
+    colours = {p: f"C{i}" for i, p in enumerate(pairs)}
+    return _time_vs_bytes(frame, ["kind", "window", "pass"], colours,
+                          f"Pooling: duration against bytes, {frame['dtype'].iloc[0]}", fits=fits,
+                          ceiling=ceiling, caption_text=_sources(label, ceiling, ceiling_source))
+
+
+def _passes(frame: pd.DataFrame) -> Iterable[str]:
+    return [p for p in ("forward", "backward") if p in set(frame["pass"])]
+
+
+def plot_batchnorm_sizes(frame: pd.DataFrame | None, source: Source | str | None = None, *,
+                         ceiling: float | None = None, ceiling_source: Source | str | None = None) -> Figure | None:
+    """``batchnorm_sizes``: one column per pass. Top: duration against elements, NCHW and NHWC, with
+    the persistent (dashed) and two-pass (dotted) models where the GPU model applies. Bottom: GB/s
+    if the kernel moved the persistent model's bytes (filled) or the two-pass model's (open): a
+    two-pass reading above the copy ``ceiling`` is impossible, so that kernel moved fewer bytes."""
+    if no_data(frame, source):
+        return None
+    label = frame_source(frame, source)
+    passes = list(_passes(frame))
+    fig, axes = new_figure(2, len(passes), height=7)
+    for j, p in enumerate(passes):
+        ax_t, ax_g = axes[0, j], axes[1, j]
+        part = frame[frame["pass"] == p]
+        for i, (lay, g) in enumerate(part.groupby("layout", sort=False)):
+            g = g.sort_values("elements")
+            color, impl = f"C{i}", str(g["impl"].iloc[0]).removesuffix("Backward0")
+            ax_t.plot(g["elements"], g["time_s"], "o-", ms=4, color=color, label=f"{lay} ({impl})")
+            for col, style, what in (("bytes_persistent", "o-", "persistent"), ("bytes_two_pass", "s:", "two-pass")):
+                ax_g.plot(g["elements"], g[col] / g["time_s"] / 1e9, style, ms=4, color=color,
+                          mfc=None if what == "persistent" else "white", label=f"{lay}, {what} bytes")
+        model = part.drop_duplicates("elements").sort_values("elements")
+        for col, style, what in (("predicted_s", "--", "persistent"), ("predicted_two_pass_s", ":", "two-pass")):
+            if model[col].notna().any():
+                ax_t.plot(model["elements"], model[col], style, color="black", lw=1.2, label=f"model, {what}")
+        time_axis(ax_t, f"{p} duration", log=True)
+        _gbps_axis(ax_g, ceiling)
+        for ax in (ax_t, ax_g):
+            ax.set_xscale("log")
+            ax.xaxis.set_major_formatter(EngFormatter())
+            ax.set_xlabel(f"input elements (N·{int(part['C'].iloc[0])}·H·W)")
+            ax.grid(True, which="both", alpha=0.25)
+            ax.legend(fontsize=7)
+    heading(fig, f"Batch norm in training mode, {frame['dtype'].iloc[0]}: NCHW against NHWC, persistent against "
+                 "two-pass bytes", _sources(label, ceiling, ceiling_source))
+    return fig

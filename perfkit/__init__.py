@@ -88,11 +88,11 @@ def padded_linear(layer, multiple: int = 8, keep_padding: bool = False):
     return _p(layer, multiple=multiple, keep_padding=keep_padding)
 
 
-def padded_conv2d(conv, in_multiple: int = 1, out_multiple: int = 1):
+def padded_conv2d(conv, in_multiple: int = 1, out_multiple: int = 1, keep_padding: bool = False):
     """A Conv2d with its channels padded to multiples, same outputs (see :func:`perfkit.padding.padded_conv2d`)."""
     from .padding import padded_conv2d as _p
 
-    return _p(conv, in_multiple=in_multiple, out_multiple=out_multiple)
+    return _p(conv, in_multiple=in_multiple, out_multiple=out_multiple, keep_padding=keep_padding)
 
 
 def __getattr__(name: str):

@@ -26,7 +26,12 @@ GPU_ONLY = ["waves", "gemm_tile_quantization", "gemm_tile_sizes", "gemm_waves"]
 #: Experiments whose CPU and GPU code paths are tested in their chapter's own test module.
 TESTED_ELSEWHERE = {"fc_passes": "test_fc.py", "fc_batch": "test_fc.py", "fc_features": "test_fc.py",
                     "vocab_padding": "test_fc.py", "rnn_combine_time": "test_rnn.py", "rnn_hidden": "test_rnn.py",
-                    "rnn_batch": "test_rnn.py", "rnn_cudnn": "test_rnn.py", "rnn_persistent": "test_rnn.py"}
+                    "rnn_batch": "test_rnn.py", "rnn_cudnn": "test_rnn.py", "rnn_persistent": "test_rnn.py",
+                    "activation_sizes": "test_memory.py", "batchnorm_sizes": "test_memory.py",
+                    "pool_sizes": "test_memory.py", **{name: "test_conv.py" for name in (
+                        "conv_passes", "conv_channels", "conv_first_layer", "conv_layout", "conv_params",
+                        "conv_deepbench")}, "fusion_chains": "test_fusion.py",
+                    "convnet_breakdown": "test_fusion.py"}
 quiet = pytest.mark.filterwarnings("ignore::perfkit.timing.NoiseWarning")
 
 

@@ -15,8 +15,8 @@ Experiments never draw (:mod:`perfkit.plots` does) and never read ``data/``
 
 from __future__ import annotations
 
-from . import background, ceilings, fc, gemm, rnn, timers  # noqa: F401  (each registers its experiments)
+from . import background, ceilings, conv, conv_analysis, fc, fusion, gemm, memory, rnn, timers  # noqa: F401  (each registers its experiments)
 from .registry import NEEDS, REGISTRY, Experiment, get, missing_needs, register
 
-__all__ = ["NEEDS", "REGISTRY", "Experiment", "background", "ceilings", "fc", "gemm", "get", "missing_needs",
-           "register", "rnn", "timers"]
+__all__ = ["NEEDS", "REGISTRY", "Experiment", "background", "ceilings", "conv", "conv_analysis", "fc", "fusion",
+           "gemm", "get", "memory", "missing_needs", "register", "rnn", "timers"]

@@ -38,6 +38,15 @@ def pytest_report_header(config):
             f"MPLBACKEND={os.environ['MPLBACKEND']}; TRITON_INTERPRET={interp}")
 
 
+@pytest.fixture(autouse=True)
+def _close_figures():
+    """Close every matplotlib figure a test opened (only where pyplot was imported)."""
+    yield
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is not None:
+        pyplot.close("all")
+
+
 def pytest_collection_modifyitems(config, items):
     if HAS_CUDA:
         return

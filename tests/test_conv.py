@@ -14,7 +14,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
@@ -31,12 +30,6 @@ NAMES = ["conv_passes", "conv_channels", "conv_first_layer", "conv_layout", "con
 CPU_META = {"live": True, "device_name": "AMD EPYC 7B13", "measured_at": "2026-11-22T08:00:00+00:00"}
 V100 = "V100-SXM2, 2019"
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples and noise: expected here
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
 
 
 @pytest.fixture

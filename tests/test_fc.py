@@ -13,7 +13,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
@@ -28,12 +27,6 @@ from perfkit.timing import bench  # noqa: E402
 NAMES = ["fc_passes", "fc_batch", "fc_features", "vocab_padding"]
 CPU_META = {"live": True, "device_name": "AMD EPYC 7B13", "measured_at": "2026-11-22T08:00:00+00:00"}
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples and noise: expected here
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
 
 
 @pytest.fixture

@@ -25,12 +25,6 @@ H100_META = {"device_name": "NVIDIA H100 80GB HBM3", "recorded_at": "2026-11-20T
 CPU_META = {"live": True, "device_name": "AMD EPYC 7B13", "measured_at": "2026-11-22T08:00:00+00:00"}
 
 
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
-
-
 def _heading(fig) -> str:
     """Every title of ``fig`` (suptitle and Axes titles), with line wrapping undone."""
     titles = [fig._suptitle.get_text() if fig._suptitle else ""] + [ax.get_title() for ax in fig.axes]

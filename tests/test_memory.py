@@ -8,13 +8,11 @@ answers are known.
 
 from __future__ import annotations
 
-import functools
 
 import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
@@ -33,15 +31,12 @@ SMALL = {"activation_sizes": dict(elements=[256, 4096]), "batchnorm_sizes": dict
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples and noise: expected here
 
 
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
-
-
 @pytest.fixture
 def short_bench(monkeypatch):
-    monkeypatch.setattr(memory, "bench", functools.partial(bench, warmup_s=0.0, rep_s=0.002, max_time_s=0.05))
+    def short(fn, device, label):
+        return bench(fn, device=device, label=label, warmup_s=0.0, rep_s=0.002, max_time_s=0.05)
+
+    monkeypatch.setattr(memory, "lean_bench", short)
 
 
 @pytest.fixture
@@ -52,7 +47,7 @@ def fake_gpu(monkeypatch):
     timing = Measurement(samples=[1e-3, 1.2e-3, 1.1e-3])
     asked: list[int] = []
     for name, fake in {"resolve_device": lambda device="auto": "cuda", "current_device": lambda: h100,
-                       "bench": lambda fn, **kw: timing, "ensure_fits": lambda n, *a, **k: asked.append(n),
+                       "lean_bench": lambda fn, device, label: timing, "ensure_fits": lambda n, *a, **k: asked.append(n),
                        "_activation_fn": lambda *a: (lambda: None), "_pool_fn": lambda *a: (lambda: None),
                        "_batchnorm_fns": lambda *a: (lambda: None, lambda: None, "CudnnBatchNormBackward0")}.items():
         monkeypatch.setattr(memory, name, fake)

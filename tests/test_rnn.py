@@ -13,7 +13,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -34,12 +33,6 @@ quiet = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples and noi
 def short_bench(monkeypatch):
     """Real measurements with a tiny time budget: these tests check rows, not timings."""
     monkeypatch.setattr(rnn, "bench", _short)
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
 
 
 def _short(fn, **kw):

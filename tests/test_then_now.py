@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
@@ -11,12 +10,6 @@ from perfkit.provenance import THEN_GPUS, missing, published_counterparts
 from perfkit.then_now import COUNTERPARTS, counterpart, layout_spread, speedups, spread_summary
 
 V100 = "V100-SXM2, 2019"
-
-
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
 
 
 def _gemms(rows, device="H100-SXM"):

@@ -19,12 +19,6 @@ A100 = device_spec("A100-SXM4-80GB")
 PNG = b"\x89PNG"
 
 
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
-
-
 def _texts(ax):
     return [t.get_text() for t in ax.texts] + [ax.get_title()]
 

@@ -199,3 +199,115 @@ def sweep(points: Iterable[Any], measure: Callable[[Any], dict], *, on_row=None,
                           NoiseWarning, stacklevel=2)
     return pd.DataFrame(rows)
 
+
+
+def timing_or_nan(m: Measurement | None) -> dict[str, float]:
+    """:func:`timing_row` of ``m``, or NaN seconds where nothing was measured (a model's row)."""
+    if m is None:
+        return {"time_s": float("nan"), "iqr_s": float("nan")}
+    return timing_row(m)
+
+
+def seeded_randn(gen: Any, shape: tuple, dtype: str, device: str, scale: float = 1.0,
+                 grad: bool = True):
+    """A normal tensor from the generator ``gen``, times ``scale``, drawn in float32 and cast to
+    ``dtype``; it requires grad if ``grad``."""
+    import torch
+
+    values = torch.randn(shape, generator=gen, device=device) * scale
+    return values.to(torch_dtype(dtype)).requires_grad_(grad)
+
+
+@contextlib.contextmanager
+def one_cpu_thread(device: str) -> Iterator[None]:
+    """Run torch on one thread if ``device`` is ``"cpu"`` (busy machines stall parallel kernels)."""
+    if device != "cpu":
+        yield
+        return
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def lean_bench(fn: Callable[[], Any], device: str, label: str) -> Measurement:
+    """:func:`perfkit.timing.bench` with its defaults on a GPU; on a CPU on one thread, sampling
+    for at most 0.3 s (a chapter's live run takes seconds)."""
+    from ..timing import bench
+
+    budget = {"warmup_s": 0.005, "rep_s": 0.02, "max_time_s": 0.3} if device == "cpu" else {}
+    with one_cpu_thread(device):
+        return bench(fn, device=device, label=label, **budget)
+
+
+#: A layer's function: ``apply(x, tensors, other)``; ``other`` is the residual an add adds.
+LayerApply = Callable[[Any, Any, Any], Any]
+
+
+def _layer_apply(kind: str, params: dict, channels: int, device: str) -> LayerApply:
+    """The function of a :func:`layer_op` (training mode)."""
+    import torch
+    import torch.nn.functional as F
+
+    if kind == "batchnorm":
+        running_mean = torch.zeros(channels, device=device)
+        running_var = torch.ones(channels, device=device)
+        return lambda x, tensors, other: F.batch_norm(x, running_mean, running_var, *tensors,
+                                                      training=True)
+    if kind == "conv":
+        return lambda x, tensors, other: F.conv2d(x, tensors[0], stride=params["stride"], padding=1)
+    if kind == "linear":
+        return lambda x, tensors, other: F.linear(x, *tensors)
+    if kind == "bias":
+        return lambda x, tensors, other: x + tensors[0]
+    if kind == "add":
+        return lambda x, tensors, other: x + other
+    if kind == "avgpool":
+        kernel_size = params.get("kernel_size", 1)
+        return lambda x, tensors, other: F.avg_pool2d(x, kernel_size).flatten(1)
+    if kind == "dropout":
+        return lambda x, tensors, other: F.dropout(x, p=0.1, training=True)
+    unary = {"relu": F.relu, "gelu": F.gelu}[kind]
+    return lambda x, tensors, other: unary(x)
+
+
+def layer_op(kind: str, shape: tuple, params: dict, dtype: str, device: str,
+             gen: Any) -> tuple[list, LayerApply]:
+    """A layer on an input of ``shape``: its tensors, seeded from ``gen`` (batch norm's float32),
+    and ``apply(x, tensors, other)``. Kinds: conv (3×3, padding 1; params ``out``, ``stride``),
+    linear (``out``, ``bias``), bias, batchnorm, relu, gelu, dropout (p = 0.1), add, avgpool
+    (``kernel_size``, then flattened)."""
+    import torch
+
+    channels = shape[1]
+    tensors = []
+    if kind == "batchnorm":
+        tensors = [torch.ones(channels, device=device, requires_grad=True),
+                   torch.zeros(channels, device=device, requires_grad=True)]
+    elif kind == "conv":
+        scale = (9 * channels) ** -0.5
+        tensors = [seeded_randn(gen, (params["out"], channels, 3, 3), dtype, device, scale)]
+    elif kind == "linear":
+        tensors = [seeded_randn(gen, (params["out"], channels), dtype, device, channels ** -0.5)]
+        if params.get("bias", True):
+            tensors.append(seeded_randn(gen, (params["out"],), dtype, device, 0.1))
+    elif kind == "bias":
+        tensors = [seeded_randn(gen, (shape[-1],), dtype, device, 0.1)]
+    return tensors, _layer_apply(kind, params, channels, device)
+
+
+def known_names(name: str, value: Any, known: Iterable[str]) -> list[str]:
+    """``value`` (one name or several) as a list of names in ``known``; ``LookupError`` naming
+    the parameter ``name`` and the known names otherwise."""
+    if isinstance(value, str) or not hasattr(value, "__iter__"):
+        items = [value]
+    else:
+        items = list(value)
+    unknown = [v for v in items if not isinstance(v, str) or v not in known]
+    if not items or unknown:
+        raise LookupError(f"unknown {name} {value!r}; known: {', '.join(known)}")
+    return items

@@ -18,9 +18,8 @@ from .._validate import one_of, positive_int, positive_number
 from ..devices import DeviceSpec, current_device
 from ..dtypes import canonical_dtype, itemsize, torch_dtype
 from ..memory_model import PASSES as _PASSES, layer_bytes, memory_time, pool_output_shape, predict_layer_time
-from ..timing import bench
 from ..units import GIGA
-from .common import ensure_fits, resolve_device, sweep, timing_row
+from .common import ensure_fits, lean_bench, resolve_device, sweep, timing_row
 from .registry import register
 
 __all__ = ["ACTIVATION_OPS", "LAYOUTS", "MEMORY_DTYPES", "POOL_INDEX_ITEMSIZE", "POOL_WINDOWS", "activation_sizes",
@@ -96,19 +95,6 @@ def _predict(fn, *args: Any, spec: DeviceSpec | None, **kwargs: Any) -> float:
         return np.nan
 
 
-def _bench(fn, device: str, label: str):
-    """:func:`perfkit.timing.bench`: its defaults on a GPU; on a CPU a short budget and one thread."""
-    if device != "cpu":
-        return bench(fn, device=device, label=label)
-    import torch
-
-    threads, _ = torch.get_num_threads(), torch.set_num_threads(1)  # busy machines stall parallel kernels
-    try:
-        return bench(fn, device=device, label=label, warmup_s=0.005, rep_s=0.02, max_time_s=0.3)
-    finally:
-        torch.set_num_threads(threads)
-
-
 def _activation_fn(op: str, pass_: str, elements: int, dtype: str, device: str):
     """A zero-argument function: ``op`` forward on a 1-D tensor, or its aten backward kernel alone."""
     import torch
@@ -158,7 +144,7 @@ def activation_sizes(*, ops=ACTIVATION_OPS, elements=None, dtype="bfloat16", dev
 
     def measure(point):
         op, p, n = point
-        m = _bench(_activation_fn(op, p, n, d, device), device, f"{op} {p} {n} elements {d}")
+        m = lean_bench(_activation_fn(op, p, n, d, device), device, f"{op} {p} {n} elements {d}")
         return _activation_row(op, p, n, d, spec, m)
 
     return sweep(points, measure, on_row=on_row, progress=progress, desc="activations")
@@ -225,7 +211,7 @@ def batchnorm_sizes(*, shapes=None, layouts=LAYOUTS, dtype="bfloat16", device="a
     def measure(point):
         shape, lay, p = point
         forward, backward, impl = _batchnorm_fns(shape, lay, d, device)
-        m = _bench(forward if p == "forward" else backward, device, f"batch norm {p} {lay} {shape} {d}")
+        m = lean_bench(forward if p == "forward" else backward, device, f"batch norm {p} {lay} {shape} {d}")
         nbytes = {k: layer_bytes("batchnorm", shape, d, pass_=p, persistent=k) for k in (True, False)}
         pred = {k: _predict(predict_layer_time, "batchnorm", shape, d, spec=spec, pass_=p, persistent=k)
                 for k in (True, False)}
@@ -279,7 +265,9 @@ def pool_sizes(*, shapes=None, kinds=("max", "avg"), windows=tuple(POOL_WINDOWS)
     kinds_ = _many("kinds", kinds, lambda n, v: one_of(n, v, ("max", "avg")))
     wins = _many("windows", windows,
                  lambda n, v: v if isinstance(v, str) and v in POOL_WINDOWS else one_of(n, v, tuple(POOL_WINDOWS)))
-    [pool_output_shape(s, *POOL_WINDOWS[w]) for s in dims for w in wins]  # a bad window fails before allocating
+    for s in dims:  # a window larger than the padded input fails here, before allocating
+        for w in wins:
+            pool_output_shape(s, *POOL_WINDOWS[w])
     ensure_fits(max(map(math.prod, dims)) * (3 * itemsize(d) + POOL_INDEX_ITEMSIZE), device, what="pool_sizes")
     spec = _spec_for(device)
     points = [(s, kind, w, p) for s in dims for kind in kinds_ for w in wins for p in _PASSES]
@@ -291,7 +279,7 @@ def pool_sizes(*, shapes=None, kinds=("max", "avg"), windows=tuple(POOL_WINDOWS)
         idx = POOL_INDEX_ITEMSIZE if kind == "max" else 0
         params = dict(kernel_size=k, stride=st, padding=pad) | ({"indices_itemsize": idx} if idx else {})
         nbytes = layer_bytes(f"{kind}pool", shape, d, pass_=p, **params)
-        m = _bench(_pool_fn(kind, w, p, shape, d, device), device, f"{kind} pool {w} {p} {shape} {d}")
+        m = lean_bench(_pool_fn(kind, w, p, shape, d, device), device, f"{kind} pool {w} {p} {shape} {d}")
         return {"kind": kind, "window": w, "kernel_size": k, "stride": st, "padding": pad, "pass": p,
                 **dict(zip("NCHW", shape)), "elements": math.prod(shape), "out_elements": out, "dtype": d,
                 "indices_itemsize": idx, "bytes": nbytes, **timing_row(m), "gbps": m.gbps(nbytes),

@@ -3,9 +3,10 @@
 :func:`plot_fusion` draws a ``fusion_chains`` frame: eager against compiled time, and the time
 fusion saved beside what the byte model says it should save. :func:`plot_network_breakdown` draws
 a ``convnet_breakdown`` frame: the share of each network's time in math-bound (conv, linear) and
-memory-bound layers, measured beside predicted. Both accept a frame of predictions only (the
-experiments' ``predicted_frame``, captioned with :func:`perfkit.provenance.modelled`). Seconds and
-bytes throughout.
+memory-bound layers, measured beside predicted. Both accept a frame of predictions only
+(:func:`perfkit.experiments.fusion.predicted_chains`,
+:func:`perfkit.experiments.convnet.predicted_breakdown`; captioned with
+:func:`perfkit.provenance.modelled`). Seconds and bytes throughout.
 """
 
 from __future__ import annotations

@@ -47,6 +47,20 @@ def _close_figures():
         pyplot.close("all")
 
 
+@pytest.fixture
+def forbid_allocation(monkeypatch):
+    """``forbid(module, *names)``: calling any of those allocating functions fails the test, so a
+    sweep too large for free memory must be refused before it allocates."""
+    def no_alloc(*args, **kwargs):
+        raise AssertionError("allocated before the size check")
+
+    def forbid(module, *names: str) -> None:
+        for name in names:
+            monkeypatch.setattr(module, name, no_alloc)
+
+    return forbid
+
+
 def pytest_collection_modifyitems(config, items):
     if HAS_CUDA:
         return

@@ -21,7 +21,7 @@ import torch  # noqa: E402
 
 import perfkit as pk  # noqa: E402
 from perfkit import plots  # noqa: E402
-from perfkit.experiments import REGISTRY, conv, conv_analysis  # noqa: E402
+from perfkit.experiments import REGISTRY, common, conv, conv_analysis  # noqa: E402
 from perfkit.measurement import Measurement  # noqa: E402
 from perfkit.provenance import missing, modelled  # noqa: E402
 from perfkit.timing import bench  # noqa: E402
@@ -42,7 +42,8 @@ def fake_gpu(monkeypatch):
     """The GPU code paths on a fake H100: made-up timings, no tensors on a GPU. Only row shapes are checked."""
     h100 = pk.device_spec("H100-SXM")
     timing = Measurement(samples=[1e-3, 1.2e-3, 1.1e-3], first_call_s=0.5)
-    for name, fake in {"resolve_device": lambda device="auto": "cuda", "current_device": lambda: h100,
+    monkeypatch.setattr(common, "current_device", lambda: h100)  # predictions use its spec
+    for name, fake in {"resolve_device": lambda device="auto": "cuda",
                        "bench": lambda fn, **kw: timing, "ensure_fits": lambda *a, **k: None,
                        "_conv_fn": lambda *a, **k: (lambda: None), "_first_layer_fn": lambda *a, **k: (lambda: None),
                        "_randn": lambda *a, **k: torch.zeros(1, 1, 1, 1)}.items():
@@ -171,11 +172,8 @@ def test_bad_arguments_name_the_parameter(call, error, match):
         call()
 
 
-def test_too_large_sweeps_are_refused_before_allocating(monkeypatch):
-    def no_alloc(*a, **k):
-        raise AssertionError("allocated before the size check")
-
-    monkeypatch.setattr(conv, "_conv_fn", no_alloc)
+def test_too_large_sweeps_are_refused_before_allocating(forbid_allocation):
+    forbid_allocation(conv, "_conv_fn")
     with pytest.raises(ValueError, match="GiB.*free"):
         conv.conv_passes(device="cpu", batch=100_000, progress=False)
     with pytest.raises(ValueError, match="GiB.*free"):
@@ -183,7 +181,7 @@ def test_too_large_sweeps_are_refused_before_allocating(monkeypatch):
 
 
 def test_a_cpu_run_on_a_gpu_machine_predicts_nothing(monkeypatch, short_bench):
-    monkeypatch.setattr(conv, "current_device", lambda: pk.device_spec("H100-SXM"))
+    monkeypatch.setattr(common, "current_device", lambda: pk.device_spec("H100-SXM"))
     frame = conv.conv_params(device="cpu", progress=False)
     assert frame["predicted_s"].isna().all()
 

@@ -19,7 +19,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import perfkit as pk  # noqa: E402
-from perfkit.experiments import REGISTRY  # noqa: E402
+from perfkit.experiments import REGISTRY, common  # noqa: E402
 from perfkit.experiments import convnet as cv  # noqa: E402
 from perfkit.measurement import Measurement  # noqa: E402
 from perfkit.plots import fusion as plots  # noqa: E402
@@ -42,10 +42,11 @@ def short_bench(monkeypatch):
 def fake_gpu(monkeypatch):
     """The GPU code path on a fake H100: made-up timings, no tensors on a GPU. Only rows are checked."""
     timing = Measurement(samples=[1e-3, 1.2e-3, 1.1e-3])
-    fakes = {"resolve_device": lambda device="auto": "cuda", "current_device": lambda: H100,
+    fakes = {"resolve_device": lambda device="auto": "cuda",
              "lean_bench": lambda fn, device, label: timing, "ensure_fits": lambda *a, **k: None,
              "_layer_fns": lambda *a: (lambda: None, lambda: None),
              "_network_fn": lambda *a: (lambda: None)}
+    monkeypatch.setattr(common, "current_device", lambda: H100)  # predictions use its spec
     for name, fake in fakes.items():
         monkeypatch.setattr(cv, name, fake)
 
@@ -151,12 +152,8 @@ def test_bad_arguments_name_the_parameter(call, error, match):
         call()
 
 
-def test_too_large_a_network_is_refused_before_allocating(monkeypatch):
-    def no_alloc(*a, **k):
-        raise AssertionError("allocated before the size check")
-
-    monkeypatch.setattr(cv, "_layer_fns", no_alloc)
-    monkeypatch.setattr(cv, "_network_fn", no_alloc)
+def test_too_large_a_network_is_refused_before_allocating(forbid_allocation):
+    forbid_allocation(cv, "_layer_fns", "_network_fn")
     with pytest.raises(ValueError, match="GiB.*free"):
         cv.convnet_breakdown(device="cpu", batch=10**6, progress=False)
 

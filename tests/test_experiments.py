@@ -137,12 +137,9 @@ def test_interrupted_sweep_keeps_measured_rows():
     assert [r["N"] for r in kept] == [1, 2, 4]
 
 
-def test_too_large_sweep_is_refused_before_allocating(monkeypatch):
-    def no_alloc(*a, **k):
-        raise AssertionError("allocated before the size check")
-
-    monkeypatch.setattr(common, "matmul_fn", no_alloc)
-    monkeypatch.setattr(gemm, "matmul_fn", no_alloc)
+def test_too_large_sweep_is_refused_before_allocating(forbid_allocation):
+    forbid_allocation(common, "matmul_fn")
+    forbid_allocation(gemm, "matmul_fn")
     with pytest.raises(ValueError, match="GiB.*free"):
         gemm.gemm_alignment(M=400_000, N=400_000, K_center=400_000, device="cpu", progress=False)
 

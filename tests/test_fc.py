@@ -19,7 +19,7 @@ import pytest  # noqa: E402
 
 import perfkit as pk  # noqa: E402
 from perfkit import plots  # noqa: E402
-from perfkit.experiments import REGISTRY, fc  # noqa: E402
+from perfkit.experiments import REGISTRY, common, fc  # noqa: E402
 from perfkit.measurement import Measurement  # noqa: E402
 from perfkit.provenance import modelled  # noqa: E402
 from perfkit.timing import bench  # noqa: E402
@@ -39,7 +39,8 @@ def fake_gpu(monkeypatch):
     """The GPU code paths on a fake H100: made-up timings, no tensors on a GPU. Only row shapes are checked."""
     h100 = pk.device_spec("H100-SXM")
     timing = Measurement(samples=[1e-3, 1.2e-3, 1.1e-3])
-    for name, fake in {"resolve_device": lambda device="auto": "cuda", "current_device": lambda: h100,
+    monkeypatch.setattr(common, "current_device", lambda: h100)  # predictions use its spec
+    for name, fake in {"resolve_device": lambda device="auto": "cuda",
                        "bench": lambda fn, **kw: timing, "ensure_fits": lambda *a, **k: None,
                        "matmul_fn": lambda *a, **k: (lambda: None),
                        "_linear_fns": lambda *a, **k: dict.fromkeys(fc.PASS_LAYOUTS, lambda: None),
@@ -251,6 +252,6 @@ def test_predicted_vocab_prices_the_slice_of_a_padded_backward():
 
 def test_a_cpu_run_on_a_gpu_machine_predicts_nothing(monkeypatch, short_bench):
     """Predictions use the device measured: a CPU run never borrows the GPU's spec."""
-    monkeypatch.setattr(fc, "current_device", lambda: pk.device_spec("H100-SXM"))
+    monkeypatch.setattr(common, "current_device", lambda: pk.device_spec("H100-SXM"))
     frame = fc.fc_batch(device="cpu", in_features=16, out_features=16, batches=[2, 4], progress=False)
     assert frame["predicted_s"].isna().all() and (frame["predicted_bound"] == "").all()

@@ -43,10 +43,11 @@ def short_bench(monkeypatch):
 def fake_gpu(monkeypatch):
     """The GPU code path on a fake H100: made-up timings, no tensors on a GPU. Only rows are checked."""
     timing = Measurement(samples=[1e-3, 1.2e-3, 1.1e-3])
-    fakes = {"resolve_device": lambda device="auto": "cuda", "current_device": lambda: H100,
+    fakes = {"resolve_device": lambda device="auto": "cuda",
              "lean_bench": lambda fn, device, label: timing, "ensure_fits": lambda *a, **k: None,
              "compiler_missing": lambda device="cpu": None,
              "_chain_fn": lambda *a: (lambda *x: None, [], None), "_compile": lambda *a: (None, 4.5)}
+    monkeypatch.setattr(common, "current_device", lambda: H100)  # predictions use its spec
     for name, fake in fakes.items():
         monkeypatch.setattr(fu, name, fake)
 

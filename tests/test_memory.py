@@ -20,7 +20,7 @@ import torch  # noqa: E402
 
 import perfkit as pk  # noqa: E402
 from perfkit import plots  # noqa: E402
-from perfkit.experiments import REGISTRY, memory  # noqa: E402
+from perfkit.experiments import REGISTRY, common, memory  # noqa: E402
 from perfkit.measurement import Measurement  # noqa: E402
 from perfkit.provenance import modelled  # noqa: E402
 from perfkit.timing import bench  # noqa: E402
@@ -46,8 +46,10 @@ def fake_gpu(monkeypatch):
     h100 = pk.device_spec("H100-SXM")
     timing = Measurement(samples=[1e-3, 1.2e-3, 1.1e-3])
     asked: list[int] = []
-    for name, fake in {"resolve_device": lambda device="auto": "cuda", "current_device": lambda: h100,
-                       "lean_bench": lambda fn, device, label: timing, "ensure_fits": lambda n, *a, **k: asked.append(n),
+    monkeypatch.setattr(common, "current_device", lambda: h100)  # predictions use its spec
+    for name, fake in {"resolve_device": lambda device="auto": "cuda",
+                       "lean_bench": lambda fn, device, label: timing,
+                       "ensure_fits": lambda n, *a, **k: asked.append(n),
                        "_activation_fn": lambda *a: (lambda: None), "_pool_fn": lambda *a: (lambda: None),
                        "_batchnorm_fns": lambda *a: (lambda: None, lambda: None, "CudnnBatchNormBackward0")}.items():
         monkeypatch.setattr(memory, name, fake)
@@ -190,12 +192,8 @@ def test_bad_arguments_name_the_parameter(call, error, match):
         call()
 
 
-def test_too_large_sweeps_are_refused_before_allocating(monkeypatch):
-    def no_alloc(*a, **k):
-        raise AssertionError("allocated before the size check")
-
-    for name in ("_activation_fn", "_batchnorm_fns", "_pool_fn"):
-        monkeypatch.setattr(memory, name, no_alloc)
+def test_too_large_sweeps_are_refused_before_allocating(forbid_allocation):
+    forbid_allocation(memory, "_activation_fn", "_batchnorm_fns", "_pool_fn")
     with pytest.raises(ValueError, match="GiB.*free"):
         memory.activation_sizes(device="cpu", elements=[2**44], progress=False)
     with pytest.raises(ValueError, match="GiB.*free"):

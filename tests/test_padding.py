@@ -17,7 +17,7 @@ def _layer(i: int, o: int, bias: bool = True, dtype=torch.float64) -> torch.nn.L
 
 
 def _run(module, x, g):
-    """Output, input gradient and parameter gradients of ``module`` on ``x`` with upstream gradient ``g``."""
+    """Output and input gradient of ``module`` (a layer) on ``x`` with upstream gradient ``g``."""
     x = x.clone().requires_grad_(True)
     y = module(x)
     y.backward(g)
@@ -154,14 +154,6 @@ def _conv(bias: bool = True, dtype=torch.float64, **kw) -> torch.nn.Conv2d:
     return torch.nn.Conv2d(bias=bias, dtype=dtype, **kw)
 
 
-def _conv_run(module, x, g):
-    """Output, input gradient of ``module`` on ``x`` with upstream gradient ``g``."""
-    x = x.clone().requires_grad_(True)
-    y = module(x)
-    y.backward(g)
-    return y.detach(), x.grad
-
-
 @pytest.mark.parametrize("kw", CONVS)
 @pytest.mark.parametrize("multiples", [(4, 1), (8, 8), (1, 64)])
 @pytest.mark.parametrize("bias", [True, False])
@@ -171,8 +163,8 @@ def test_padded_conv2d_outputs_and_gradients_equal_the_original(kw, multiples, b
     x = torch.randn(2, kw["in_channels"], 9, 11, dtype=torch.float64)
     y0 = conv(x)
     g = torch.randn_like(y0)
-    y0, dx0 = _conv_run(conv, x, g)
-    y1, dx1 = _conv_run(padded, x, g)
+    y0, dx0 = _run(conv, x, g)
+    y1, dx1 = _run(padded, x, g)
     assert y1.shape == y0.shape
     torch.testing.assert_close(y1, y0)
     torch.testing.assert_close(dx1, dx0)

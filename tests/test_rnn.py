@@ -152,12 +152,8 @@ def test_bad_layers_and_persistent_arguments_name_the_parameter():
         rnn.rnn_hidden(hidden=1.5, device="cpu")
 
 
-def test_too_large_sweeps_are_refused_before_allocating(monkeypatch):
-    def no_alloc(*a, **k):
-        raise AssertionError("allocated before the size check")
-
-    for name in ("matmul_fn", "matmul_operands", "_layer", "_inputs"):
-        monkeypatch.setattr(rnn, name, no_alloc)
+def test_too_large_sweeps_are_refused_before_allocating(forbid_allocation):
+    forbid_allocation(rnn, "matmul_fn", "matmul_operands", "_layer", "_inputs")
     with pytest.raises(ValueError, match="GiB.*free"):
         rnn.rnn_combine_time(hidden=200_000, batch=64, timesteps=512, device="cpu", progress=False)
     with pytest.raises(ValueError, match="GiB.*free"):

@@ -9,6 +9,7 @@ import pandas as pd
 import psutil
 
 from .._validate import one_of, positive_int
+from ..devices import DeviceSpec, current_device
 from ..dtypes import canonical_dtype, torch_dtype
 from ..gemm_model import predict_gemm_time
 from ..roofline import gemm_bytes, gemm_flops
@@ -145,6 +146,15 @@ def predicted_s(M: int, N: int, K: int, dtype: str, spec: Any, tile: tuple[int, 
         return predict_gemm_time(M, N, K, dtype, spec, tile)
     except LookupError:  # no peak known for this dtype on this device
         return float("nan")
+
+
+def measured_spec(device: str, *, cpu: bool = True) -> DeviceSpec | None:
+    """The spec a prediction for ``device`` ("cuda" or "cpu") uses: the GPU measured on, or this CPU's
+    measured spec; None when they differ, or on a CPU with ``cpu=False`` (models of GPUs only)."""
+    spec = current_device()
+    if (spec.kind == "gpu") != (device == "cuda") or (device == "cpu" and not cpu):
+        return None
+    return spec
 
 
 def require_gpu(device: str, what: str, *, runs: str, instead: str) -> None:

@@ -20,12 +20,11 @@ import pandas as pd
 
 from .._validate import one_of, positive_int
 from ..calibration import achievable_ceilings
-from ..devices import current_device
 from ..dtypes import canonical_dtype, itemsize, torch_dtype
 from ..quantization import alignment
 from ..timing import bench
 from ..units import MiB
-from .common import ensure_fits, resolve_device, sweep, timing_row
+from .common import ensure_fits, measured_spec, resolve_device, sweep, timing_row
 from .conv_analysis import (CHANNEL_COLUMNS, DB_COLUMNS, DB_MEANINGS, PHASES, PREDICTED, SHAPE_COLUMNS, TIME_COLUMNS,
                             channel_effects, channel_points, conv_flops, conv_shape, db_shape, first_layer_effects,
                             layout_effects, model_agreement, model_row, param_effects, param_points,
@@ -79,12 +78,6 @@ def _setup(device: str, dtype: Any, accepted=("float16", "bfloat16", "tf32", "fl
     device = resolve_device(device)
     d = one_of("dtype", canonical_dtype(dtype), accepted)
     return device, "float32" if device == "cpu" else d, device == "cpu"
-
-
-def _spec_for(device: str):
-    """The spec to predict with: the current device when it is the one measured, else None."""
-    spec = current_device()
-    return spec if (spec.kind == "gpu") == (device == "cuda") else None
 
 
 def _bench(fn: Callable[[], Any], device: str, **kw: Any):
@@ -150,7 +143,7 @@ def conv_passes(*, batch=None, dtype="float16", device="auto", quick=False, prog
     N = positive_int("batch", batch if batch is not None else 1 if cpu else 8 if quick else 32)
     shapes = _layers(RESNET_LAYERS, N, cpu)
     ensure_fits(max(_bytes(s, d, device) for s in shapes.values()), device, what="conv_passes")
-    spec = _spec_for(device)
+    spec = measured_spec(device)
 
     def measure(p):
         name, phase = p
@@ -177,7 +170,7 @@ def conv_channels(*, channels=None, dtypes=("float16", "tf32"), batch=None, size
     H = positive_int("size", size if size is not None else 28 if cpu else 56)
     ensure_fits(_bytes(conv_shape(N, max(cs), H, H, max(cs), 3, 3, 1, 1), "float32", device), device,
                 what="conv_channels")
-    spec = _spec_for(device)
+    spec = measured_spec(device)
 
     def measure(p):
         d, c = p
@@ -229,7 +222,7 @@ def conv_first_layer(*, batch=None, size=None, dtype="float16", device="auto", q
     N = positive_int("batch", batch if batch is not None else 1 if cpu else 8 if quick else 32)
     H = positive_int("size", size if size is not None else 64 if cpu else 224)
     ensure_fits(3 * _bytes(conv_shape(N, 8, H, H, 64, 3, 3, 1, 1), d, device), device, what="conv_first_layer")
-    spec = _spec_for(device)
+    spec = measured_spec(device)
 
     def measure(p):
         stem, (c, how), phase = p
@@ -274,7 +267,7 @@ def conv_layout(*, batch=None, dtype="float16", device="auto", quick=False, prog
     N = positive_int("batch", batch if batch is not None else 1 if cpu else 8 if quick else 32)
     shapes = _layers(_LAYOUT_LAYERS, N, cpu)
     ensure_fits(2 * max(_bytes(s, d, device) for s in shapes.values()), device, what="conv_layout")
-    spec = _spec_for(device)
+    spec = measured_spec(device)
     flags = (False,) if cpu else (False, True)
     points = [(n, "forward", lay, b) for n in shapes for lay in ("NCHW", "NHWC") for b in flags]
     points += [(n, "to channels_last", "NCHW→NHWC", False) for n in shapes]
@@ -315,7 +308,7 @@ def conv_params(*, dtype="float16", device="auto", quick=False, progress=True, o
     device, d, cpu = _setup(device, dtype)
     points = param_points(cpu, quick)
     ensure_fits(max(_bytes(s, d, device) for _, _, s in points), device, what="conv_params")
-    spec = _spec_for(device)
+    spec = measured_spec(device)
 
     def measure(p):
         name, v, s = p
@@ -346,7 +339,7 @@ def conv_deepbench(*, shapes=None, dtype="float16", device="auto", quick=False, 
     if not conv:
         raise ValueError("shapes must hold at least one DeepBench shape, got none")
     ensure_fits(max(_bytes(s, d, device) for s in conv), device, what="conv_deepbench")
-    spec = _spec_for(device)
+    spec = measured_spec(device)
 
     def measure(i):
         s, t = conv[i], {}

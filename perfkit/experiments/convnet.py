@@ -16,12 +16,11 @@ from typing import Any, Callable
 import pandas as pd
 
 from .._validate import one_of, positive_int
-from ..devices import current_device
 from ..dtypes import canonical_dtype, itemsize
 from ..memory_model import layer_bytes, memory_time
 from ..shapes import conv_gemms, linear_gemms
 from ..timing import Measurement
-from .common import (ensure_fits, known_names, layer_op, lean_bench, predicted_s, resolve_device,
+from .common import (ensure_fits, known_names, layer_op, lean_bench, measured_spec, predicted_s, resolve_device,
                      seeded_randn, sweep, timing_or_nan)
 from .registry import register
 
@@ -275,7 +274,7 @@ def convnet_breakdown(*, networks=None, batch=None, image=_IMAGE, dtype="float16
         dtype = "float32"  # CPUs have no fast float16
     else:
         dtype = canonical_dtype(one_of("dtype", dtype, _DTYPES))
-    spec = current_device() if device == "cuda" else None
+    spec = measured_spec(device, cpu=False)
     layers = {name: network_layers(NETWORKS[name], batch, image) for name in names}
     ensure_fits(_bytes_needed(layers, dtype), device, what="convnet_breakdown")
     points = []

@@ -13,14 +13,13 @@ import numpy as np
 import pandas as pd
 
 from .._validate import one_of, positive_int
-from ..devices import current_device
 from ..dtypes import canonical_dtype, itemsize, torch_dtype
 from ..gemm_model import explain_gemm
 from ..quantization import pad_to_multiple
 from ..roofline import arithmetic_intensity, gemm_bytes, gemm_flops
 from ..shapes import linear_gemms
 from ..timing import bench
-from .common import ensure_fits, gemm_row, matmul_fn, resolve_device, sweep, timing_row
+from .common import ensure_fits, gemm_row, matmul_fn, measured_spec, resolve_device, sweep, timing_row
 from .registry import register
 
 __all__ = ["FC_DTYPES", "PASS_LAYOUTS", "fc_batch", "fc_features", "fc_passes",
@@ -57,12 +56,6 @@ def _ints(name, values):
     if not out:
         raise ValueError(f"{name} must hold at least one positive integer")
     return out
-
-
-def _spec_for(device):
-    """The spec to predict with: the current device when it is the one measured, else None (no prediction)."""
-    spec = current_device()
-    return spec if (spec.kind == "gpu") == (device == "cuda") else None
 
 
 def _predicted(M, N, K, dtype, spec):
@@ -112,7 +105,7 @@ def fc_passes(*, in_features=None, out_features=None, batches=None, dtype="float
     O = positive_int("out_features", out_features if out_features is not None else (1024 if small else 4096))
     Bs = _ints("batches", batches if batches is not None else ((32, 512) if small else (1, 32, 512, 4096)))
     ensure_fits(_layer_bytes(max(Bs), I, O, d), device, what="fc_passes")
-    spec = _spec_for(device)
+    spec = measured_spec(device)
     points = [(B, impl, phase) for B in Bs for impl in ("autograd", "gemm") for phase in PASS_LAYOUTS]
 
     def measure(p):
@@ -154,7 +147,7 @@ def fc_batch(*, in_features=None, out_features=None, batches=None, dtype="float1
                            640, 768, 1024, 1536, 2048, 3072, 4096, 6144, 7000, 8192)
     Bs = _ints("batches", batches)
     ensure_fits(gemm_bytes(O, max(Bs), I, d), device, what="fc_batch")
-    spec = _spec_for(device)
+    spec = measured_spec(device)
 
     def measure(B):
         m = bench(matmul_fn(O, B, I, d, device, "NT"), device=device, label=f"fc forward {I}→{O} batch {B} {d}")
@@ -218,7 +211,7 @@ def fc_features(*, sweeps=("in", "out", "batch"), center=None, span=None, fixed=
     step, odd_every = (32, 128) if quick else (8, 64)
     points = list(_feature_rows(sweeps, center, span, fixed, step, odd_every))
     ensure_fits(max(gemm_bytes(O, B, I, d) for _, _, B, I, O in points), device, what="fc_features")
-    spec = _spec_for(device)
+    spec = measured_spec(device)
 
     def measure(p):
         s, n, B, I, O = p
@@ -319,7 +312,7 @@ def vocab_padding(*, vocab=50257, in_features=None, tokens=None, multiples=(8, 6
     ms = _ints("multiples", multiples)
     widest = max(pad_to_multiple(V, m) for m in ms)
     ensure_fits(_layer_bytes(T, I, widest, d) + 2 * itemsize(d) * T * widest, device, what="vocab_padding")
-    spec = _spec_for(device)
+    spec = measured_spec(device)
 
     def measure(p):
         phase, impl, m = p

@@ -17,12 +17,11 @@ from typing import Any, Callable, NamedTuple
 import pandas as pd
 
 from .._validate import one_of, positive_int
-from ..devices import current_device
 from ..dtypes import canonical_dtype, itemsize
 from ..memory_model import chain_bytes, layer_bytes, memory_time
 from ..shapes import conv_gemms, linear_gemms
 from ..timing import Measurement
-from .common import (ensure_fits, known_names, layer_op, lean_bench, one_cpu_thread, predicted_s,
+from .common import (ensure_fits, known_names, layer_op, lean_bench, measured_spec, one_cpu_thread, predicted_s,
                      resolve_device, seeded_randn, sweep, timing_or_nan)
 from .registry import register
 
@@ -276,7 +275,7 @@ def fusion_chains(*, chains=None, modes=MODES, dtype="float16", device="auto", q
     if missing:
         print(f"fusion_chains: compiled rows left out: {missing}")
         modes = [mode for mode in modes if mode != "compiled"]
-    spec = current_device() if device == "cuda" else None
+    spec = measured_spec(device, cpu=False)
     table = _CPU_SIZES if device == "cpu" else _GPU_SIZES
     sizes = {chain: table[chain][:1] if quick else table[chain] for chain in names}
     points = [(chain, size, mode, phase) for chain in names for size in sizes[chain]

@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 
 from .._validate import one_of, positive_int, positive_number
-from ..devices import DeviceSpec, current_device
+from ..devices import DeviceSpec
 from ..dtypes import canonical_dtype, itemsize, torch_dtype
 from ..memory_model import PASSES as _PASSES, layer_bytes, memory_time, pool_output_shape, predict_layer_time
 from ..units import GIGA
-from .common import ensure_fits, lean_bench, resolve_device, sweep, timing_row
+from .common import ensure_fits, lean_bench, measured_spec, resolve_device, sweep, timing_row
 from .registry import register
 
 __all__ = ["ACTIVATION_OPS", "LAYOUTS", "MEMORY_DTYPES", "POOL_INDEX_ITEMSIZE", "POOL_WINDOWS", "activation_sizes",
@@ -83,10 +83,6 @@ def _shapes(given: Any, device: str, quick: bool, full: tuple, tiny: tuple, cpu:
                                                 lambda n, v: v)]
 
 
-def _spec_for(device: str) -> DeviceSpec | None:  # the GPU measured; None on a CPU (no prediction)
-    return current_device() if device == "cuda" and current_device().kind == "gpu" else None
-
-
 def _predict(fn, *args: Any, spec: DeviceSpec | None, **kwargs: Any) -> float:
     """``fn(*args, spec, **kwargs)`` in seconds; NaN without a GPU spec or a known bandwidth."""
     try:
@@ -139,7 +135,7 @@ def activation_sizes(*, ops=ACTIVATION_OPS, elements=None, dtype="bfloat16", dev
     sizes = _many("elements", _pick(elements, device, quick, _CPU_ELEMENTS, _QUICK_ELEMENTS, _GPU_ELEMENTS),
                   positive_int)
     ensure_fits(4 * max(sizes) * itemsize(d), device, what="activation_sizes")  # x, y, dy, dx
-    spec = _spec_for(device)
+    spec = measured_spec(device, cpu=False)
     points = [(op, p, n) for op in ops_ for p in _PASSES for n in sizes]
 
     def measure(point):
@@ -205,7 +201,7 @@ def batchnorm_sizes(*, shapes=None, layouts=LAYOUTS, dtype="bfloat16", device="a
     dims = _shapes(shapes, device, quick, _BN_GPU, _BN_QUICK, 5)
     lays = _many("layouts", layouts, lambda n, v: one_of(n, v, ("nchw", "nhwc")).upper())
     ensure_fits(6 * max(math.prod(s) for s in dims) * itemsize(d), device, what="batchnorm_sizes")
-    spec = _spec_for(device)
+    spec = measured_spec(device, cpu=False)
     points = [(s, lay, p) for s in dims for lay in lays for p in _PASSES]
 
     def measure(point):
@@ -269,7 +265,7 @@ def pool_sizes(*, shapes=None, kinds=("max", "avg"), windows=tuple(POOL_WINDOWS)
         for w in wins:
             pool_output_shape(s, *POOL_WINDOWS[w])
     ensure_fits(max(map(math.prod, dims)) * (3 * itemsize(d) + POOL_INDEX_ITEMSIZE), device, what="pool_sizes")
-    spec = _spec_for(device)
+    spec = measured_spec(device, cpu=False)
     points = [(s, kind, w, p) for s in dims for kind in kinds_ for w in wins for p in _PASSES]
 
     def measure(point):

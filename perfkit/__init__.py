@@ -26,6 +26,8 @@ The public API, by concept (one module each):
 - layers: :func:`padded_linear` (a Linear padded to a multiple, same outputs), :func:`padded_conv2d`
   (a Conv2d with padded channels, same outputs)
 - figures and widgets: :mod:`perfkit.plots`, :func:`roofline_explorer`, :func:`gemm_explorer`
+- the advisor (the book's rules applied to your own model): :func:`advise`, :mod:`perfkit.advisor`;
+  architectures built in code (GPT-2 small, ResNet-50, an LSTM LM, LLaMA): :mod:`perfkit.zoo`
 
 Units everywhere: seconds, bytes, FLOP/s, bytes/s.
 """
@@ -95,8 +97,15 @@ def padded_conv2d(conv, in_multiple: int = 1, out_multiple: int = 1, keep_paddin
     return _p(conv, in_multiple=in_multiple, out_multiple=out_multiple, keep_padding=keep_padding)
 
 
+def advise(model, example_inputs, dtype="bfloat16", spec=None, **options):
+    """The book's rules applied to ``model`` (see :func:`perfkit.advisor.advise`): findings, layers, fixes."""
+    from .advisor import advise as _advise
+
+    return _advise(model, example_inputs, dtype, spec, **options)
+
+
 def __getattr__(name: str):
-    if name in ("plots", "widgets", "padding"):  # matplotlib, ipywidgets, torch: only when asked for
+    if name in ("plots", "widgets", "padding", "advisor", "zoo"):  # matplotlib, ipywidgets, torch: when asked for
         return _importlib.import_module(f".{name}", __name__)
     if name in _RENAMED:
         _warnings.warn(f"perfkit.{name} is now perfkit.{_RENAMED[name]}", DeprecationWarning, stacklevel=2)

@@ -1,10 +1,15 @@
-"""Command line: ``python -m perfkit {info,list,record}`` (also installed as ``perfkit``).
+"""Command line: ``python -m perfkit {info,list,validate,record,advise}`` (also installed as ``perfkit``).
 
 - ``info``: this device's spec (every number and where it comes from) and the software versions;
 - ``list``: the registered experiments, the recordings found and the published measurements
   (``data/published/``);
 - ``record [EXPERIMENT ...] --out DIR [--quick] [--archive FILE.tar.gz] [--no-progress] [--no-resume]``:
   measure and write ``DIR/<device-slug>/<experiment>.csv`` + ``.json`` (see :mod:`perfkit.record`).
+- ``advise package.module:build_model --input 8x3x224x224 [--input 8x1024:int64] [--dtype bfloat16]
+  [--spec H100-SXM] [--inference] [--no-meta] [--csv FILE]``: build the model (on the meta device
+  unless ``--no-meta``: no weight is allocated), run :func:`perfkit.advise` on inputs of those shapes
+  (float32 unless ``:dtype`` says otherwise, e.g. ``:int64`` for token ids) and print the advice;
+  ``--csv`` also writes the findings.
 
 Exit codes: 0 success, 1 an experiment failed, 2 bad usage (unknown experiment, CPU recording into
 the repository's ``data/``), 130 interrupted.
@@ -13,6 +18,7 @@ the repository's ``data/``), 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
 from pathlib import Path
@@ -20,7 +26,7 @@ from pathlib import Path
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="perfkit", description="Measure and record deep-learning GPU performance.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{info,list,validate,record}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{info,list,validate,record,advise}")
     sub.add_parser("info", help="this device's spec and the software versions")
     pl = sub.add_parser("list", help="registered experiments and recordings found")
     pl.add_argument("--data", metavar="DIR", default=None,
@@ -38,7 +44,66 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--no-progress", action="store_true", help="no progress bars")
     pr.add_argument("--no-resume", action="store_true",
                     help="never continue an incomplete recording; measure everything again")
+    pa = sub.add_parser("advise", help="the book's rules applied to a model built by a factory function")
+    pa.add_argument("factory", metavar="MODULE:FUNCTION", help="e.g. perfkit.zoo:resnet50 (called with no arguments)")
+    pa.add_argument("--input", action="append", required=True, metavar="SHAPE[:DTYPE]",
+                    help="an input's shape, e.g. 8x3x224x224 or 8x1024:int64; repeat for several inputs")
+    pa.add_argument("--dtype", default="bfloat16", help="the dtype the model runs in (default bfloat16)")
+    pa.add_argument("--spec", default=None, help="device name, e.g. H100-SXM (default: this GPU, else H100-SXM)")
+    pa.add_argument("--inference", action="store_true", help="advise a forward pass (default: a training step)")
+    pa.add_argument("--no-meta", action="store_true", help="build and run the model for real (not on meta)")
+    pa.add_argument("--csv", metavar="FILE", default=None, help="also write the findings to this CSV file")
     return p
+
+
+def _input(text: str, meta: bool):
+    """A tensor of zeros of the shape (and dtype) ``8x3x224x224[:dtype]`` describes."""
+    import torch
+
+    shape_text, _, dtype_text = text.partition(":")
+    try:
+        shape = tuple(int(d) for d in shape_text.lower().split("x"))
+    except ValueError:
+        raise ValueError(f"--input must look like 8x3x224x224 or 8x1024:int64, got {text!r}") from None
+    if not shape or min(shape) < 1:
+        raise ValueError(f"--input needs positive dimensions, got {text!r}")
+    dtype = getattr(torch, dtype_text or "float32", None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"--input dtype {dtype_text!r} is not a torch dtype (e.g. float32, int64)")
+    return torch.zeros(shape, dtype=dtype, device="meta" if meta else "cpu")
+
+
+def _advise(args: argparse.Namespace) -> int:
+    import importlib
+
+    import torch
+
+    from .advisor import advise
+
+    module_name, _, attr = args.factory.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr) if attr else None
+    except (ImportError, AttributeError) as e:
+        print(f"perfkit advise: cannot load {args.factory!r}: {e}", file=sys.stderr)
+        return 2
+    if not callable(factory):
+        print(f"perfkit advise: {args.factory!r} must name a function, as module:function", file=sys.stderr)
+        return 2
+    meta = not args.no_meta
+    try:
+        inputs = tuple(_input(text, meta) for text in args.input)
+        with torch.device("meta") if meta else contextlib.nullcontext():
+            model = factory()
+        advice = advise(model, inputs if len(inputs) > 1 else inputs[0], args.dtype, args.spec,
+                        training=not args.inference, meta=meta)
+    except (TypeError, ValueError, LookupError) as e:
+        print(f"perfkit advise: {e}", file=sys.stderr)
+        return 2
+    print(advice)
+    if args.csv:
+        advice.findings.to_csv(args.csv, index=False)
+        print(f"findings written to {args.csv}")
+    return 0
 
 
 def _info() -> int:
@@ -177,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         return _list(args.data)
     if args.command == "validate":
         return _validate(args.worst, args.by)
+    if args.command == "advise":
+        return _advise(args)
     return _record(args)
 
 

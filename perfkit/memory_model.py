@@ -17,6 +17,8 @@ activation [1]_    2·E·s (read x, write y)    3·E·s (read y or x, read dy, w
 ``layernorm`` [4]_  2·E·s + 2·D·4 + 2·rows·4   3·E·s + 3·D·4 + 2·rows·4
 ``maxpool`` [3]_   s·(E + E_out) + E_out·i    s·(E_out + E) + E_out·i
 ``avgpool``        s·(E + E_out)              s·(E_out + E)
+``elementwise`` [5]_  s·(R + E)               s·(E + 2·R)
+``embedding`` [6]_  2·E·s + (E/D)·i           E·s + (E/D)·i + V·D·s
 =================  =========================  ==============================================
 
 .. [1] ``relu``, ``sigmoid``, ``tanh``, ``gelu``, ``silu`` and ``softmax`` (over the last dim).
@@ -31,6 +33,14 @@ activation [1]_    2·E·s (read x, write y)    3·E·s (read y or x, read dy, w
 .. [4] Over the last ``normalized_ndim`` dims (D elements; rows = E / D). The affine weight and
    bias (float32; none with ``elementwise_affine=False``); the per-row mean and 1/std are written
    in training (``training=True``) and read by the backward pass.
+.. [5] Any other elementwise op or reduction (``mul``, ``pow``, ``where``, ``mean``, a copy or a
+   layout change): each input read once (``read_elements`` R in all, default E: one input of the
+   output's size), the output's E elements written; backward reads dy and the inputs and writes
+   each input's gradient. A unary op moves what an activation does; ``mul`` of two tensors is
+   R = 2·E.
+.. [6] ``shape`` is the output's (..., D): each looked-up row read and written, and its index
+   (``indices_itemsize`` i, default 8: int64) read. Backward writes the dense gradient of the
+   whole V×D table (``num_embeddings`` V), PyTorch's default (``sparse=False``).
 
 NVIDIA's worked numbers (*GPU Performance Background*, Table 1) follow: a float16 ReLU moves 4 bytes
 per element for 1 FLOP (0.25 FLOP/B); a 3×3 stride-1 max pool 4 bytes for 9 FLOPs (2.25 FLOP/B).
@@ -50,7 +60,7 @@ from ._validate import boolean, int_or_pair, non_negative_int, one_of, positive_
 from .devices import DeviceSpec
 from .dtypes import canonical_dtype, itemsize
 
-__all__ = ["ACTIVATIONS", "KINDS", "PARAM_ITEMSIZE", "PASSES", "chain_bytes", "layer_bytes", "memory_time",
+__all__ = ["ACTIVATIONS", "CHAIN_KINDS", "KINDS", "PARAM_ITEMSIZE", "PASSES", "chain_bytes", "layer_bytes", "memory_time",
            "pool_output_shape", "predict_layer_time"]
 
 #: Elementwise activations: one read and one write forward, two reads and one write backward.
@@ -66,6 +76,8 @@ KINDS: dict[str, dict[str, Any]] = {
     "layernorm": {"normalized_ndim": 1, "elementwise_affine": True, "training": True},
     "maxpool": {"kernel_size": None, "stride": None, "padding": 0, "indices_itemsize": 8},
     "avgpool": {"kernel_size": None, "stride": None, "padding": 0},
+    "elementwise": {"read_elements": None},
+    "embedding": {"num_embeddings": None, "indices_itemsize": 8},
 }
 
 #: The passes a layer has.
@@ -74,7 +86,8 @@ PASSES = ("forward", "backward")
 #: Bytes per element of per-channel parameters and statistics (float32).
 PARAM_ITEMSIZE = 4
 
-_SHAPE_KEEPING = set(ACTIVATIONS) | {"bias", "add", "dropout", "batchnorm", "layernorm"}
+#: Kinds that keep the tensor's shape, so :func:`chain_bytes` can chain them.
+CHAIN_KINDS = frozenset(ACTIVATIONS) | {"bias", "add", "dropout", "batchnorm", "layernorm", "elementwise"}
 
 
 def _shape(shape: Any, least_ndim: int = 1) -> tuple[int, ...]:
@@ -134,6 +147,15 @@ def _traffic(kind: str, dims: tuple[int, ...], s: int, pass_: str, p: dict[str, 
         return (E * s, E * s, C * s) if fwd else (E * s, 0, C * s)
     if kind == "add":
         return (2 * E * s, E * s, 0) if fwd else (0, 0, 0)
+    if kind == "elementwise":
+        R = E if p["read_elements"] is None else non_negative_int("read_elements", p["read_elements"])
+        return (R * s, E * s, 0) if fwd else ((E + R) * s, R * s, 0)
+    if kind == "embedding":
+        if p["num_embeddings"] is None:
+            raise TypeError("embedding needs num_embeddings (the table's rows V)")
+        V = positive_int("num_embeddings", p["num_embeddings"])
+        idx = (E // dims[-1]) * non_negative_int("indices_itemsize", p["indices_itemsize"])
+        return (E * s + idx, E * s, 0) if fwd else (E * s + idx, V * dims[-1] * s, 0)
     if kind == "dropout":
         m = non_negative_int("mask_itemsize", p["mask_itemsize"])
         return (E * s, E * s, E * m)
@@ -197,9 +219,9 @@ def _steps(kinds: Sequence[Any]) -> list[tuple[str, dict[str, Any]]]:
         kind, params = (step, {}) if isinstance(step, str) else tuple(step)
         if kind not in KINDS:
             raise LookupError(f"unknown layer kind {kind!r} in kinds; kinds: {', '.join(KINDS)}")
-        if kind not in _SHAPE_KEEPING:
+        if kind not in CHAIN_KINDS:
             raise ValueError(f"{kind!r} changes the tensor's shape; a chain takes only: "
-                             f"{', '.join(sorted(_SHAPE_KEEPING))}")
+                             f"{', '.join(sorted(CHAIN_KINDS))}")
         steps.append((kind, dict(params)))
     return steps
 
@@ -224,7 +246,9 @@ def chain_bytes(kinds: Sequence[Any], shape: Any, dtype: Any, *, fused: bool = F
     extra = sum(_traffic(k, dims, s, "forward", _params(k, p))[2] for k, p in steps)
     reads = 1 + sum(k == "add" for k, _ in steps)
     multi_read = any(k == "batchnorm" and not _params(k, p)["persistent"] for k, p in steps)
-    return (reads + multi_read) * E * s + E * s + extra
+    other = sum(max(0, _traffic(k, dims, 1, "forward", _params(k, p))[0] - E)  # second operands
+                for k, p in steps if k == "elementwise")
+    return (reads + multi_read) * E * s + other * s + E * s + extra
 
 
 def memory_time(nbytes: float, spec: DeviceSpec, *, latency_s: float | None = None, ceilings=None) -> float:

@@ -128,7 +128,7 @@ def test_public_api_keeps_working():
              "published", "published_all", "published_recordings", "published_counterparts", "then_now",
              "math_bound_batch", "batch_crossover", "judge", "finding", "verdict_table", "Finding", "verdict",
              "padded_linear", "padded_conv2d", "layer_bytes", "chain_bytes", "memory_time", "predict_layer_time",
-             "pool_output_shape",
+             "pool_output_shape", "advise", "advisor", "zoo",
              "persistent_rnn", "persistent_rnn_plan", "max_persistent_hidden", "rnn_reference", "PersistentPlan"]
     missing = [n for n in names if not hasattr(pk, n)]
     assert not missing, f"perfkit lost public names: {missing}"

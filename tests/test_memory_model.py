@@ -150,5 +150,35 @@ def test_bad_input_names_the_parameter():
 def test_every_kind_has_both_passes():
     for kind, defaults in KINDS.items():
         params = {"kernel_size": 2} if "kernel_size" in defaults else {}
+        params.update({"num_embeddings": 100} if kind == "embedding" else {})
         for pass_ in pk.memory_model.PASSES:
             assert pk.layer_bytes(kind, SHAPE, "float16", pass_=pass_, **params) >= 0
+
+
+def test_elementwise_and_embedding_bytes():
+    E, s = 32 * 64 * 56 * 56, 2
+    # a unary elementwise op moves what an activation does; mul of two tensors reads both
+    for pass_ in ("forward", "backward"):
+        assert pk.layer_bytes("elementwise", SHAPE, "float16", pass_=pass_) == pk.layer_bytes(
+            "gelu", SHAPE, "float16", pass_=pass_)
+    assert pk.layer_bytes("elementwise", SHAPE, "float16", read_elements=2 * E) == 3 * E * s
+    assert pk.layer_bytes("elementwise", SHAPE, "float16", pass_="backward", read_elements=2 * E) == 5 * E * s
+    # a reduction to one value per row: the input read, the small output written
+    assert pk.layer_bytes("elementwise", (64, 1), "float32", read_elements=64 * 768) == (64 * 768 + 64) * 4
+    # embedding: rows read and written, int64 indices read; backward writes the whole table
+    out = (8, 1024, 768)
+    rows = 8 * 1024
+    assert pk.layer_bytes("embedding", out, "bfloat16", num_embeddings=50257) == 2 * rows * 768 * 2 + rows * 8
+    assert pk.layer_bytes("embedding", out, "bfloat16", pass_="backward", num_embeddings=50257) == (
+        rows * 768 * 2 + rows * 8 + 50257 * 768 * 2)
+    with pytest.raises(TypeError, match="num_embeddings"):
+        pk.layer_bytes("embedding", out, "bfloat16")
+    with pytest.raises(ValueError, match="read_elements"):
+        pk.layer_bytes("elementwise", out, "bfloat16", read_elements=-1)
+
+
+def test_fused_chain_reads_second_operands_once():
+    E, s = 32 * 64 * 56 * 56, 2
+    mul = ("elementwise", {"read_elements": 2 * E})
+    assert pk.chain_bytes(["gelu", mul], SHAPE, "float16", fused=True) == 3 * E * s
+    assert pk.chain_bytes(["gelu", mul], SHAPE, "float16") == 2 * E * s + 3 * E * s

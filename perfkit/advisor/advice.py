@@ -1,0 +1,238 @@
+"""``advise(model, example_inputs, dtype, spec)``: the whole book applied to a user's model.
+
+One forward pass learns every op's shape (:mod:`.capture`, on the meta device when it can), each op
+becomes GEMMs or bytes (:mod:`.ops`) priced on the device (:mod:`.price`), and the rules
+(:mod:`.rules`) turn what they see into findings with fixes and predicted savings.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import pandas as pd
+
+from .._validate import boolean
+from ..devices import DeviceSpec, cuda_available, current_device, device_spec
+from ..dtypes import canonical_dtype
+from ..units import format_percent, format_time
+from .capture import Capture, ForwardFailed, capture
+from .ops import Op, map_call
+from .price import COLUMNS, Pricer
+from .measure import measure_advice
+from .rules import RULES, Context, apply_rules
+
+__all__ = ["Advice", "FINDING_COLUMNS", "UNMAPPED_COLUMNS", "advise", "resolve_spec"]
+
+#: Columns of ``Advice.findings``.
+FINDING_COLUMNS = ("layer", "rule", "severity", "message", "fix", "predicted_saving_s")
+#: Columns of ``Advice.unmapped``.
+UNMAPPED_COLUMNS = ("layer", "module", "op", "reason")
+
+#: The device advice is for when none is given and no GPU is visible.
+FALLBACK_SPEC = "H100-SXM"
+
+_FREE_MODULES = {"Identity", "Flatten", "Unflatten"}
+_ORDER = {"high": 0, "medium": 1, "low": 2, "info": 3}
+
+
+@dataclass
+class Advice:
+    """What :func:`advise` found. ``findings`` and ``layers`` are DataFrames (see their columns);
+    ``step_s`` is the predicted seconds of one step (forward, and backward in training)."""
+
+    model: str
+    spec: DeviceSpec
+    dtype: str
+    training: bool
+    findings: pd.DataFrame
+    layers: pd.DataFrame
+    unmapped: pd.DataFrame
+    ops: list[Op] = field(repr=False, default_factory=list)
+    path: str = "meta"
+    note: str = ""
+    input_shapes: tuple = ()
+    measured: pd.DataFrame | None = None  # per op, after measure(): predicted and measured seconds
+    _fixes: list = field(repr=False, default_factory=list)  # per finding: (op, fixed op, per-work factor)
+    _pricer: Pricer | None = field(repr=False, default=None)
+
+    @property
+    def step_s(self) -> float:
+        """Predicted seconds of one step: the sum of every op's passes."""
+        return float(self.layers["predicted_s"].sum()) if len(self.layers) else 0.0
+
+    def by_rule(self) -> pd.DataFrame:
+        """One row per rule that fired, in :data:`RULES` order: how many findings, their summed predicted
+        saving (seconds per step; fixes may overlap) and its share of the step, and the finding with
+        the largest saving (its layer, message and fix) as the example."""
+        rows = []
+        for rule, part in self.findings.groupby("rule", sort=False):
+            best = part.sort_values("predicted_saving_s", ascending=False, na_position="last").iloc[0]
+            total = float(part["predicted_saving_s"].sum(min_count=1))
+            rows.append({"rule": rule, "findings": len(part), "predicted_saving_s": total,
+                         "share": total / self.step_s if self.step_s else math.nan,
+                         "example": best["layer"] or "(model)", "message": best["message"], "fix": best["fix"]})
+        table = pd.DataFrame(rows, columns=["rule", "findings", "predicted_saving_s", "share", "example",
+                                            "message", "fix"])
+        return table.set_index("rule").reindex([r for r in RULES if r in set(table["rule"])])
+
+    def by_layer(self) -> pd.DataFrame:
+        """Predicted seconds per layer, largest first, with its share of the step."""
+        t = self.layers.groupby(["layer", "module"], sort=False)["predicted_s"].sum().reset_index()
+        t["share"] = t["predicted_s"] / self.step_s
+        return t.sort_values("predicted_s", ascending=False, ignore_index=True)
+
+    def _headline(self) -> list[str]:
+        mode = "training step" if self.training else "forward pass"
+        lines = [f"perfkit advice for {self.model} in {self.dtype} on {self.spec.label} (model predictions)",
+                 f"inputs {', '.join(map(str, self.input_shapes))}; one {mode} predicted at "
+                 f"{format_time(self.step_s)}; {len(self.layers)} GEMM and memory passes from "
+                 f"{len(self.ops)} ops ({'meta device' if self.path == 'meta' else 'a real forward pass'})"]
+        if self.note:
+            lines.append(f"note: {self.note}")
+        return lines
+
+    def __str__(self) -> str:
+        lines = self._headline()
+        if not len(self.findings):
+            lines.append("no findings: every rule is met")
+        for rule, r in self.by_rule().iterrows():
+            saving = (f"saves {format_time(r.predicted_saving_s)} per step ({format_percent(r.share)})"
+                      if r.predicted_saving_s > 0 else "no saving priced")
+            more = f", {r.findings - 1} more like it" if r.findings > 1 else ""
+            lines += [f"- {rule}: {r.findings} finding{'s' if r.findings > 1 else ''}, {saving}",
+                      f"    e.g. {r.example}{more}: {r.message}", f"    fix: {r.fix}"]
+        if len(self.unmapped):
+            lines.append(f"unmapped ({len(self.unmapped)}): "
+                         + ", ".join(sorted(set(f"{r.module or r.op}" for r in self.unmapped.itertuples()))))
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<p>{html.escape(line)}</p>" for line in self._headline())
+        if not len(self.findings):
+            return head + "<p>No findings: every rule is met.</p>"
+        rules = self.by_rule().copy()
+        rules["predicted_saving_s"] = [format_time(s) if s > 0 else "–" for s in rules["predicted_saving_s"]]
+        rules["share"] = [format_percent(s) if s > 0 else "–" for s in rules["share"]]
+        rules = rules.rename(columns={"predicted_saving_s": "saving per step", "share": "of the step"})
+        tail = (f"<p>Unmapped: {html.escape(', '.join(sorted(set(self.unmapped['module']))))}</p>"
+                if len(self.unmapped) else "")
+        return head + rules.to_html(escape=True) + tail
+
+    def measure(self, device: str = "auto", *, fixes: bool = True, progress: bool = True) -> pd.DataFrame:
+        """Time every op (forward, and backward in training) on ``device`` and, with ``fixes``, each fix that
+        changes an op; returns ``measured`` (one row per op: predicted and measured seconds) and adds
+        ``measured_saving_s`` to ``findings``. Identical ops are timed once. The device must be the one
+        the advice is for (``spec``), so that predictions and measurements compare.
+        """
+        return measure_advice(self, device, fixes=fixes, progress=progress)
+
+    def saving_share(self) -> float:
+        """The findings' summed positive predicted savings as a share of the step (an upper bound: fixes
+        may overlap)."""
+        s = self.findings["predicted_saving_s"]
+        return float(s[s > 0].sum() / self.step_s) if self.step_s else 0.0
+
+
+def resolve_spec(spec: Any) -> tuple[DeviceSpec, str]:
+    """``spec`` as a :class:`DeviceSpec` and a note: a name or spec as given; None is this GPU, or
+    :data:`FALLBACK_SPEC` when there is none."""
+    if isinstance(spec, DeviceSpec):
+        return spec, ""
+    if spec is None:
+        if cuda_available():
+            return current_device(), ""
+        return device_spec(FALLBACK_SPEC), f"no GPU here: advice for {FALLBACK_SPEC} (pass spec= to choose)"
+    if isinstance(spec, str):
+        return device_spec(spec), ""
+    raise TypeError(f"spec must be a device name such as 'H100-SXM', a DeviceSpec or None, got {spec!r}")
+
+
+def _check_inputs(example_inputs: Any) -> None:
+    import torch
+    from torch.utils import _pytree as pytree
+
+    if not any(isinstance(t, torch.Tensor) for t in pytree.tree_leaves(example_inputs)):
+        raise TypeError("example_inputs must be a tensor, a tuple of positional arguments or a dict of keyword "
+                        f"arguments holding at least one tensor, got {type(example_inputs).__name__}")
+
+
+def _unmapped(cap: Capture, reasons: dict[int, str], mapped: set[int]) -> pd.DataFrame:
+    rows = [{"layer": c.layer, "module": c.module, "op": c.op, "reason": reasons[c.index]}
+            for c in cap.calls if reasons.get(c.index)]
+    for run in cap.modules:
+        inside = range(run.first_call, run.last_call)
+        if run.leaf and run.module not in _FREE_MODULES and not any(i in mapped or i in reasons for i in inside):
+            rows.append({"layer": run.layer, "module": run.module, "op": "",
+                         "reason": "ran no op perfkit recognises"})
+    return pd.DataFrame(rows, columns=list(UNMAPPED_COLUMNS)).drop_duplicates(ignore_index=True)
+
+
+def advise(model: Any, example_inputs: Any, dtype: Any = "bfloat16", spec: Any = None, *, training: bool = True,
+           meta: bool = True, measure: bool = False, rules: Iterable[str] | None = None) -> Advice:
+    """Apply the book's rules to ``model`` on ``spec`` in ``dtype`` (see :mod:`perfkit.advisor`).
+
+    - ``example_inputs``: a tensor, a tuple of positional arguments or a dict of keyword arguments
+      (meta tensors are fine); ``dtype``: the dtype the model is to run in; ``spec``: a device name,
+      a :class:`~perfkit.DeviceSpec`, or None for this GPU (H100-SXM without one);
+    - ``training``: a training step (forward, activation and weight gradients) or a forward pass;
+    - ``meta``: learn the shapes on a meta-device copy (no weight is allocated); the model itself
+      runs only when that fails;
+    - ``measure``: also time every op and fix on this device (:meth:`Advice.measure`);
+    - ``rules``: the rule ids to apply (default: all of :data:`~perfkit.advisor.RULES`).
+
+    Raises ``TypeError`` for a model that is not an ``nn.Module`` or inputs without a tensor,
+    ``ValueError`` naming the layer where the forward pass failed, ``LookupError`` for an unknown
+    device, rule or a dtype the device has no peak for. The model is left as it was.
+    """
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    _check_inputs(example_inputs)
+    dtype = canonical_dtype(dtype)
+    training, meta = boolean("training", training), boolean("meta", meta)
+    spec, note = resolve_spec(spec)
+    spec.peak_flops(dtype)  # LookupError naming the dtypes this device has a peak for
+    if not spec.sms or not spec.mem_bandwidth:
+        raise LookupError(f"{spec.name} has no SM count or memory bandwidth, so perfkit cannot model it")
+    chosen = list(RULES) if rules is None else list(rules)
+    unknown = [r for r in chosen if r not in RULES]
+    if unknown:
+        raise LookupError(f"unknown rule(s) {', '.join(map(repr, unknown))}; rules: {', '.join(RULES)}")
+    try:
+        cap = capture(model, example_inputs, training=training, meta=meta)
+    except ForwardFailed as e:
+        raise ValueError(str(e)) from e.error
+    ops, reasons = [], {}
+    for call in cap.calls:
+        op, reason = map_call(call, training)
+        if op is not None:
+            ops.append(op)
+        elif reason:
+            reasons[call.index] = reason
+    pricer = Pricer(dtype, spec, training)
+    rows, times = [], {}
+    for op in ops:
+        op_rows = pricer.rows(op)
+        times[op.index] = sum(r["predicted_s"] for r in op_rows)
+        rows += op_rows
+    layers = pd.DataFrame(rows, columns=list(COLUMNS))
+    step_s = float(layers["predicted_s"].sum()) if len(layers) else 0.0
+    found = apply_rules(Context(ops, pricer, step_s, times), chosen) if step_s else []
+    table = pd.DataFrame(found, columns=[*FINDING_COLUMNS, "_op", "_fixed", "_per_work"])
+    table["order"] = table["severity"].map(_ORDER)
+    table = table.sort_values(["order", "predicted_saving_s"], ascending=[True, False], na_position="last",
+                              ignore_index=True)
+    fixes = list(zip(table["_op"], table["_fixed"], table["_per_work"]))
+    notes = "; ".join(n for n in (note, cap.note if cap.path == "real" else "") if n)
+    mapped = {c.index for c in cap.calls if c.index not in reasons}
+    advice = Advice(type(model).__name__, spec, dtype, training, table[list(FINDING_COLUMNS)], layers,
+                    _unmapped(cap, reasons, mapped), ops, cap.path, notes, cap.input_shapes, None, fixes, pricer)
+    if boolean("measure", measure):
+        advice.measure()
+    return advice

@@ -1,0 +1,113 @@
+"""Predicted time of every op's passes on a device: the GEMM model for GEMMs, the byte model for the rest.
+
+- A GEMM is priced by :func:`perfkit.explain_gemm`; a batch of ``b`` equal GEMMs as one GEMM with the
+  batch stacked into M (the same tiles, in the same waves), never faster than its true bytes allow; a
+  GEMM repeated ``count`` times (a recurrent step) costs ``count`` times one.
+- Fused attention costs, per pass, the math time of its GEMMs or the time to move Q, K, V and O
+  (and their gradients backward), whichever is longer, plus one kernel's latency.
+- A memory-bound op costs :func:`perfkit.memory_time` of :func:`perfkit.layer_bytes`; its FLOPs are
+  counted as one per output element (NVIDIA's convention for ReLU), to place it on the roofline.
+
+Units: seconds, bytes, FLOP.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..calibration import achievable_ceilings
+from ..devices import DeviceSpec
+from ..dtypes import itemsize, output_itemsize
+from ..gemm_model import DEFAULT_MODEL, GemmPrediction, explain_gemm
+from ..memory_model import layer_bytes, memory_time
+from .ops import Gemm, Op, passes
+
+__all__ = ["COLUMNS", "Pricer"]
+
+#: Columns of ``Advice.layers``, in order.
+COLUMNS = ("layer", "module", "op", "pass", "M", "N", "K", "batch", "count", "bytes", "flops", "intensity",
+           "bound", "tile", "tiles", "waves", "wave_utilization", "tile_efficiency", "predicted_s")
+
+
+class Pricer:
+    """Prices ops for one dtype, device and mode (training or inference), caching each GEMM shape."""
+
+    def __init__(self, dtype: str, spec: DeviceSpec, training: bool) -> None:
+        self.dtype, self.spec, self.training = dtype, spec, training
+        self.ceilings = achievable_ceilings(spec)
+        self.bandwidth = min(self.ceilings.bandwidth, spec.mem_bandwidth)
+        self.latency_s = DEFAULT_MODEL.latency_s
+        self._gemms: dict[tuple[int, int, int], GemmPrediction] = {}
+
+    def explain(self, M: int, N: int, K: int) -> GemmPrediction:
+        """:func:`perfkit.explain_gemm` of one M×N×K GEMM in this dtype on this device (cached)."""
+        key = (M, N, K)
+        if key not in self._gemms:
+            self._gemms[key] = explain_gemm(M, N, K, self.dtype, self.spec, ceilings=self.ceilings)
+        return self._gemms[key]
+
+    def gemm_bytes(self, g: Gemm) -> int:
+        s, out = itemsize(self.dtype), output_itemsize(self.dtype)
+        return g.batch * (s * (g.M * g.K + g.K * g.N) + out * g.M * g.N)
+
+    def gemm_row(self, g: Gemm) -> dict[str, Any]:
+        """The layers-table columns of one (batched, repeated) GEMM."""
+        p = self.explain(g.M * g.batch, g.N, g.K)
+        nbytes = self.gemm_bytes(g)
+        floor_s = nbytes / self.bandwidth + self.latency_s
+        one_s = max(p.predicted_s, floor_s)
+        flops = 2 * g.M * g.N * g.K * g.batch
+        return {"M": g.M, "N": g.N, "K": g.K, "batch": g.batch, "count": g.count, "bytes": nbytes * g.count,
+                "flops": flops * g.count, "intensity": flops / nbytes,
+                "bound": p.bound if one_s == p.predicted_s else "memory", "tile": f"{p.tile[0]}x{p.tile[1]}",
+                "tiles": p.tiles, "waves": p.waves,
+                "wave_utilization": p.utilization, "tile_efficiency": p.tile_efficiency,
+                "predicted_s": one_s * g.count}
+
+    def attention_row(self, parts: list[tuple[str, Gemm]], pass_: str, p: dict) -> dict[str, Any]:
+        """One fused attention kernel: the GEMMs' math or the Q, K, V, O traffic, whichever is longer."""
+        s, b = itemsize(self.dtype), p["batch"]
+        q, k, v, o = p["L"] * p["E"], p["S"] * p["E"], p["S"] * p["Ev"], p["L"] * p["Ev"]
+        stats = 4 * b * p["L"]  # float32 log-sum-exp per query row, saved for backward
+        nbytes = s * b * ((q + k + v + o) if pass_ == "forward" else 2 * (q + k + v + o)) + stats
+        math_s = sum(self.explain(g.M * g.batch, g.N, g.K).math_s for _, g in parts)
+        flops = sum(2 * g.M * g.N * g.K * g.batch for _, g in parts)
+        first = self.explain(parts[0][1].M * b, parts[0][1].N, parts[0][1].K)
+        memory_s = nbytes / self.bandwidth
+        g0 = parts[0][1]
+        return {"M": g0.M, "N": g0.N, "K": g0.K, "batch": b, "count": 1, "bytes": nbytes, "flops": flops,
+                "intensity": flops / nbytes, "bound": "math" if math_s >= memory_s else "memory",
+                "tile": f"{first.tile[0]}x{first.tile[1]}", "tiles": first.tiles, "waves": first.waves,
+                "wave_utilization": first.utilization, "tile_efficiency": first.tile_efficiency,
+                "predicted_s": max(math_s, memory_s) + self.latency_s}
+
+    def memory_row(self, kind: str, shape: tuple, params: dict, pass_: str) -> dict[str, Any]:
+        """One memory-bound op's pass: bytes from the byte model, one FLOP per output element."""
+        nbytes = layer_bytes(kind, shape, self.dtype, pass_=pass_, **params)
+        flops = math.prod(shape)
+        return {"bytes": nbytes, "flops": flops, "intensity": flops / nbytes if nbytes else math.nan,
+                "bound": "memory", "predicted_s": memory_time(nbytes, self.spec, ceilings=self.ceilings)
+                if nbytes else 0.0}
+
+    def rows(self, op: Op) -> list[dict[str, Any]]:
+        """The layers-table rows of ``op``: one per pass (and part), each with its predicted seconds."""
+        work = passes(op, self.training)
+        base = {"layer": op.layer, "module": op.module}
+        if op.op == "attention":
+            out = []
+            for pass_ in dict.fromkeys(w[0] for w in work):
+                parts = [(part, g) for ps, part, g in work if ps == pass_]
+                out.append({**base, "op": "attention", "pass": pass_, **self.attention_row(parts, pass_, op.params)})
+            return out
+        out = []
+        for pass_, part, w in work:
+            name = f"{op.op}.{part}" if part else op.op
+            row = self.gemm_row(w) if op.is_gemm else self.memory_row(*w, pass_)
+            if row["bytes"] or op.is_gemm:
+                out.append({**base, "op": name, "pass": pass_, **row})
+        return out
+
+    def time_s(self, op: Op) -> float:
+        """Predicted seconds of all of ``op``'s passes."""
+        return sum(r["predicted_s"] for r in self.rows(op))

@@ -1,0 +1,187 @@
+"""perfkit.zoo: architectures built in code — exact parameter counts, tiny CPU forwards, meta-device builds."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from perfkit import zoo
+
+
+def _meta(builder, **kwargs):
+    with torch.device("meta"):
+        return builder(**kwargs)
+
+
+# ------------------------------------------------------------------------------ parameter counts
+@pytest.mark.parametrize("builder, kwargs, expected", [
+    (zoo.gpt2_small, {}, 124_439_808),                       # GPT-2 small, lm_head tied
+    (zoo.resnet50, {}, 25_557_032),                          # torchvision resnet50
+    (zoo.lstm_lm, {}, 36_026_000),
+    (zoo.llama, {}, 6_738_415_616),                          # LLaMA-7B
+    (zoo.llama, zoo.LLAMA_CONFIGS["7B"], 6_738_415_616),
+    (zoo.llama, zoo.LLAMA_CONFIGS["3B"], 3_426_473_600),     # OpenLLaMA-3B
+    (zoo.llama, zoo.LLAMA_CONFIGS["13B"], 13_015_864_320),   # LLaMA-13B
+])
+def test_parameter_counts(builder, kwargs, expected):
+    model = _meta(builder, **kwargs)
+    assert zoo.parameter_count(model) == expected
+    assert all(p.is_meta for p in model.parameters())
+    assert model.training
+
+
+def test_gpt2_lm_head_is_tied_and_layer_names():
+    model = _meta(zoo.gpt2_small)
+    assert model.lm_head.weight is model.wte.weight
+    names = dict(model.named_modules())
+    for name in ("wte", "wpe", "blocks.0.attn.qkv", "blocks.11.attn.proj", "blocks.0.mlp.fc", "blocks.0.mlp.proj",
+                 "ln_f", "lm_head"):
+        assert name in names, name
+    assert names["blocks.0.attn.qkv"].out_features == 3 * 768
+    assert names["lm_head"].bias is None
+
+
+def test_resnet50_torchvision_names():
+    names = dict(_meta(zoo.resnet50).named_modules())
+    for name in ("conv1", "bn1", "relu", "maxpool", "layer1.0.conv2", "layer1.0.downsample.0", "layer4.2.conv3",
+                 "avgpool", "fc"):
+        assert name in names, name
+    assert [len(names[f"layer{i}"]) for i in range(1, 5)] == [3, 4, 6, 3]
+    assert names["layer2.0.conv2"].stride == (2, 2) and names["layer2.0.conv1"].stride == (1, 1)
+    assert names["layer1.1"].downsample is None
+
+
+def test_llama_names_and_buffers():
+    model = _meta(zoo.llama)
+    names = dict(model.named_modules())
+    for name in ("embed", "layers.0.attention.wq", "layers.0.attention.wk", "layers.0.attention.wv",
+                 "layers.0.attention.wo", "layers.31.feed_forward.w1", "layers.0.feed_forward.w2",
+                 "layers.0.feed_forward.w3", "layers.0.attention_norm", "norm", "output"):
+        assert name in names, name
+    assert model.output.weight is not model.embed.weight
+    assert model.rope_cos.shape == (4096, 64)
+    assert "rope_cos" not in model.state_dict()
+
+
+# ------------------------------------------------------------------------------ tiny CPU forwards
+def _finite_forward(model, x):
+    torch.manual_seed(0)
+    y = model(x)
+    assert torch.isfinite(y).all()
+    return y
+
+
+def test_gpt2_tiny_forward():
+    torch.manual_seed(0)
+    model = zoo.gpt2_small(vocab_size=97, context=16, dim=32, layers=2, heads=4)
+    y = _finite_forward(model, torch.randint(0, 97, (2, 16)))
+    assert y.shape == (2, 16, 97)
+    y.sum().backward()
+    assert model.wte.weight.grad is not None
+    with pytest.raises(ValueError, match="context"):
+        model(torch.zeros(1, 17, dtype=torch.long))
+
+
+def test_gpt2_is_causal():
+    torch.manual_seed(0)
+    model = zoo.gpt2_small(vocab_size=50, context=8, dim=16, layers=1, heads=2).eval()
+    x = torch.randint(0, 50, (1, 8))
+    x2 = x.clone()
+    x2[0, -1] = (x[0, -1] + 1) % 50
+    torch.testing.assert_close(model(x)[:, :-1], model(x2)[:, :-1])
+
+
+def test_resnet50_small_forward():
+    torch.manual_seed(0)
+    y = _finite_forward(zoo.resnet50(num_classes=10), torch.randn(1, 3, 64, 64))
+    assert y.shape == (1, 10)
+    y = _finite_forward(zoo.resnet50(num_classes=5, in_channels=1).eval(), torch.randn(2, 1, 32, 32))
+    assert y.shape == (2, 5)
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_lstm_lm_small_forward(layers):
+    torch.manual_seed(0)
+    model = zoo.lstm_lm(vocab_size=50, hidden=24, layers=layers)
+    assert model.lstm.num_layers == layers and model.lstm.batch_first
+    y = _finite_forward(model, torch.randint(0, 50, (3, 7)))
+    assert y.shape == (3, 7, 50)
+
+
+def test_llama_tiny_forward_and_causal():
+    torch.manual_seed(0)
+    model = zoo.llama(dim=32, layers=2, heads=4, ffn=64, vocab_size=61, context=16)
+    x = torch.randint(0, 61, (2, 10))
+    y = _finite_forward(model, x)
+    assert y.shape == (2, 10, 61)
+    x2 = x.clone()
+    x2[:, -1] = (x[:, -1] + 1) % 61
+    torch.testing.assert_close(model(x2)[:, :-1], y[:, :-1])
+
+
+def test_rotary_matches_complex_reference():
+    """The elementwise rotary equals Meta's complex-multiplication form on consecutive pairs."""
+    torch.manual_seed(0)
+    model = zoo.llama(dim=32, layers=1, heads=2, ffn=8, vocab_size=5, context=12)
+    x = torch.randn(2, 2, 12, 16)
+    cos, sin = model.rope_cos, model.rope_sin
+    freqs = torch.polar(torch.ones_like(cos), torch.atan2(sin, cos))
+    ref = torch.view_as_real(torch.view_as_complex(x.reshape(2, 2, 12, 8, 2)) * freqs).flatten(-2)
+    torch.testing.assert_close(zoo._rotate(x, cos, sin), ref)
+    # position 0 is not rotated; rotation keeps each pair's norm
+    torch.testing.assert_close(zoo._rotate(x, cos, sin)[:, :, 0], x[:, :, 0])
+    torch.testing.assert_close(zoo._rotate(x, cos, sin).norm(dim=-1), x.norm(dim=-1))
+
+
+# ------------------------------------------------------------------------------ meta-device forwards
+@pytest.mark.parametrize("config", ["7B", "3B"])
+def test_llama_configs_forward_on_meta(config):
+    cfg = zoo.LLAMA_CONFIGS[config]
+    with torch.device("meta"):
+        model = zoo.llama(**cfg)
+        y = model(torch.zeros(2, 128, dtype=torch.long))
+    assert y.is_meta and y.shape == (2, 128, cfg["vocab_size"])
+
+
+@pytest.mark.parametrize("builder, x, shape", [
+    (zoo.gpt2_small, lambda: torch.zeros(4, 1024, dtype=torch.long), (4, 1024, 50257)),
+    (zoo.resnet50, lambda: torch.zeros(8, 3, 224, 224), (8, 1000)),
+    (zoo.lstm_lm, lambda: torch.zeros(20, 35, dtype=torch.long), (20, 35, 10000)),
+])
+def test_default_models_forward_on_meta(builder, x, shape):
+    with torch.device("meta"):
+        y = builder()(x())
+    assert y.is_meta and y.shape == shape
+
+
+# ------------------------------------------------------------------------------ validation
+@pytest.mark.parametrize("builder, kwargs, name", [
+    (zoo.gpt2_small, {"vocab_size": 0}, "vocab_size"),
+    (zoo.gpt2_small, {"context": -1}, "context"),
+    (zoo.gpt2_small, {"layers": 0}, "layers"),
+    (zoo.gpt2_small, {"heads": 0}, "heads"),
+    (zoo.gpt2_small, {"dim": 100, "heads": 12}, "heads"),
+    (zoo.gpt2_small, {"dropout": 1.0}, "dropout"),
+    (zoo.gpt2_small, {"dropout": -0.1}, "dropout"),
+    (zoo.resnet50, {"num_classes": 0}, "num_classes"),
+    (zoo.resnet50, {"in_channels": -3}, "in_channels"),
+    (zoo.lstm_lm, {"hidden": 0}, "hidden"),
+    (zoo.lstm_lm, {"layers": 0}, "layers"),
+    (zoo.lstm_lm, {"dropout": 2}, "dropout"),
+    (zoo.llama, {"ffn": 0}, "ffn"),
+    (zoo.llama, {"dim": 4000, "heads": 32}, "heads"),
+    (zoo.llama, {"dim": 96, "heads": 32}, "even"),
+    (zoo.llama, {"context": 0}, "context"),
+])
+def test_bad_arguments_raise_value_error(builder, kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        _meta(builder, **kwargs)
+
+
+def test_wrong_kinds_raise_type_error():
+    with pytest.raises(TypeError, match="layers"):
+        _meta(zoo.gpt2_small, layers=2.0)
+    with pytest.raises(TypeError, match="model"):
+        zoo.parameter_count("gpt2")
+    with pytest.raises(ValueError, match="batch, time"):
+        zoo.gpt2_small(vocab_size=10, context=4, dim=8, layers=1, heads=2)(torch.zeros(4, dtype=torch.long))

@@ -31,7 +31,8 @@ TESTED_ELSEWHERE = {"fc_passes": "test_fc.py", "fc_batch": "test_fc.py", "fc_fea
                     "pool_sizes": "test_memory.py", **{name: "test_conv.py" for name in (
                         "conv_passes", "conv_channels", "conv_first_layer", "conv_layout", "conv_params",
                         "conv_deepbench")}, "fusion_chains": "test_fusion.py",
-                    "convnet_breakdown": "test_convnet.py"}
+                    "convnet_breakdown": "test_convnet.py", "advisor_layers": "test_advisor_experiments.py",
+                    "advisor_fixes": "test_advisor_experiments.py"}
 quiet = pytest.mark.filterwarnings("ignore::perfkit.timing.NoiseWarning")
 
 

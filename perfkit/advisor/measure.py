@@ -19,7 +19,7 @@ from ..experiments.common import ensure_fits, lean_bench, resolve_device
 from ..timing import NoiseWarning
 from .ops import Op
 
-__all__ = ["MEASURED_COLUMNS", "measure_advice", "op_functions", "time_op"]
+__all__ = ["MEASURED_COLUMNS", "measure_advice", "op_functions", "op_key", "time_op"]
 
 #: Columns of ``Advice.measured``: one row per op, seconds.
 MEASURED_COLUMNS = ("layer", "module", "op", "predicted_forward_s", "predicted_backward_s", "forward_s",
@@ -160,7 +160,8 @@ def time_op(op: Op, dtype: Any, device: str, training: bool) -> dict[str, float]
         return {"forward_s": forward_s, "backward_s": lean_bench(backward, device, label + ":backward").median}
 
 
-def _key(op: Op) -> str:
+def op_key(op: Op) -> str:
+    """A key equal for ops that do the same work (same kind and parameters), to time them once."""
     return f"{op.op}:{sorted(op.params.items())!r}"
 
 
@@ -178,11 +179,11 @@ def measure_advice(advice: Any, device: str = "auto", *, fixes: bool = True, pro
     pricer, training = advice._pricer, advice.training
     wanted = list(advice.ops) + ([f for _, f, _ in advice._fixes if f is not None] if fixes else [])
     times: dict[str, dict[str, float]] = {}
-    for op in tqdm([o for o in {_key(o): o for o in wanted}.values()], desc="timing ops", disable=not progress):
-        times[_key(op)] = time_op(op, advice.dtype, device, training)
+    for op in tqdm([o for o in {op_key(o): o for o in wanted}.values()], desc="timing ops", disable=not progress):
+        times[op_key(op)] = time_op(op, advice.dtype, device, training)
 
     def total(op: Op) -> float:
-        t = times[_key(op)]
+        t = times[op_key(op)]
         return t["forward_s"] + (t["backward_s"] if training else 0.0)
 
     rows = []
@@ -191,7 +192,7 @@ def measure_advice(advice: Any, device: str = "auto", *, fixes: bool = True, pro
         fwd = sum(r["predicted_s"] for r in predicted if r["pass"] == "forward")
         rows.append({"layer": op.layer, "module": op.module, "op": op.name or op.op, "predicted_forward_s": fwd,
                      "predicted_backward_s": sum(r["predicted_s"] for r in predicted) - fwd,
-                     **times[_key(op)]})
+                     **times[op_key(op)]})
     advice.measured = pd.DataFrame(rows, columns=list(MEASURED_COLUMNS))
     if fixes:
         advice.findings["measured_saving_s"] = [

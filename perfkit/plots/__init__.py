@@ -25,14 +25,15 @@ from .background import plot_roofline, plot_tile_waves, plot_wave_model, plot_wa
 from .gemm import (plot_alignment, plot_gemm_sizes, plot_layout_spread, plot_predicted_vs_measured,
                    plot_quantization_sweep, plot_small_n, plot_throughput_vs_work, plot_tile_sizes, plot_transposes)
 from .timers import plot_samples, plot_timers
-from . import conv as _conv, fc as _fc, fusion as _fusion, memory as _memory, rnn as _rnn
+from . import advisor as _advisor, conv as _conv, fc as _fc, fusion as _fusion, memory as _memory, rnn as _rnn
 from .conv import *  # noqa: F401,F403  (the convolution chapter's figures)
 from .fc import *  # noqa: F401,F403  (the FC chapter's figures: see perfkit.plots.fc.__all__)
 from .rnn import *  # noqa: F401,F403  (the RNN chapter's figures: see perfkit.plots.rnn.__all__)
 from .memory import *  # noqa: F401,F403  (the memory-limited chapter's figures)
 from .fusion import *  # noqa: F401,F403  (fusion and a small network's time budget)
+from .advisor import *  # noqa: F401,F403  (the advisor chapter's figures)
 
 __all__ = ["plot_alignment", "plot_gemm_sizes", "plot_layout_spread", "plot_predicted_vs_measured",
            "plot_quantization_sweep", "plot_roofline", "plot_samples", "plot_small_n", "plot_throughput_vs_work",
            "plot_tile_sizes", "plot_tile_waves", "plot_timers", "plot_transposes", "plot_wave_model", "plot_waves"]
-__all__ += _fc.__all__ + _rnn.__all__ + _conv.__all__ + _memory.__all__ + _fusion.__all__
+__all__ += _fc.__all__ + _rnn.__all__ + _conv.__all__ + _memory.__all__ + _fusion.__all__ + _advisor.__all__

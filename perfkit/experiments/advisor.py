@@ -1,0 +1,169 @@
+"""The chapter "Check your own model": the advisor's predictions against measurements, op by op and fix by fix.
+
+Four architectures built in code (:mod:`perfkit.zoo`: GPT-2 small, ResNet-50, an LSTM language model
+with hidden 1000, LLaMA-7B) are advised on the device they run on (:func:`perfkit.advise` with
+``spec`` = this device), then every distinct op is timed forward and backward, and every fix that
+changes an op is timed against the original (:meth:`perfkit.advisor.Advice.measure`'s functions).
+On a CPU, or with ``quick``, the models are shrunk (same structure, smaller dimensions) and run in
+float32.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pandas as pd
+
+from ..dtypes import canonical_dtype
+from .common import known_names, measured_spec, resolve_device, sweep
+from .registry import register
+
+__all__ = ["MODELS", "advise_models", "model_inputs"]
+
+#: Model name → (zoo builder name, GPU keyword arguments, CPU keyword arguments, input shape on a GPU,
+#: input shape on a CPU; integer inputs are token ids).
+MODELS: dict[str, tuple[str, dict, dict, tuple, tuple]] = {
+    "gpt2_small": ("gpt2_small", {}, {"vocab_size": 1001, "context": 64, "dim": 64, "layers": 2, "heads": 4},
+                   (8, 1024), (2, 64)),
+    "resnet50": ("resnet50", {}, {"num_classes": 10}, (32, 3, 224, 224), (2, 3, 32, 32)),
+    "lstm_lm": ("lstm_lm", {}, {"vocab_size": 500, "hidden": 100, "layers": 2}, (20, 35), (4, 12)),
+    "llama_7b": ("llama", {}, {"dim": 64, "layers": 2, "heads": 4, "ffn": 172, "vocab_size": 500, "context": 64},
+                 (1, 2048), (1, 64)),
+}
+
+_IMAGE_MODELS = {"resnet50"}
+_QUICK = ("gpt2_small", "lstm_lm")
+
+_LAYER_COLUMNS = {
+    "model": "the architecture (perfkit.zoo)",
+    "layer": "the first layer (qualified module name) running this op",
+    "layers": "how many layers run the same op (timed once)",
+    "module": "the module's class",
+    "op": "the torch function it calls",
+    "dtype": "the dtype it ran in",
+    "forward_s": "measured forward time (seconds, median)",
+    "backward_s": "measured backward time (seconds, median; autograd of the op alone)",
+    "time_s": "measured forward + backward (seconds)",
+    "predicted_forward_s": "the advisor's forward prediction for this device (seconds)",
+    "predicted_backward_s": "the advisor's backward prediction (seconds)",
+    "predicted_s": "predicted forward + backward (seconds)",
+}
+
+_FIX_COLUMNS = {
+    "model": "the architecture (perfkit.zoo)",
+    "rule": "the advisor's rule id",
+    "layer": "the layer the finding is about",
+    "fix": "the fix, as the advisor words it",
+    "dtype": "the dtype it ran in",
+    "predicted_saving_s": "the advisor's predicted saving per step (seconds)",
+    "time_s": "measured forward + backward of the op as it is (seconds)",
+    "fixed_time_s": "measured forward + backward of the op with the fix (seconds)",
+    "per_work": "factor applied to fixed_time_s for fixes that change the batch (same work)",
+    "measured_saving_s": "time_s − fixed_time_s × per_work (seconds; negative: the fix is slower)",
+}
+
+
+def model_inputs(name: str, device: str = "cpu", *, meta: bool = False) -> tuple[Any, Any]:
+    """``(model, input)`` of a :data:`MODELS` entry at the sizes for ``device`` ("cuda": the real shapes,
+    "cpu": shrunk), built on the meta device when ``meta`` (nothing allocated)."""
+    import torch
+
+    from ..zoo import gpt2_small, llama, lstm_lm, resnet50
+
+    builders = {"gpt2_small": gpt2_small, "resnet50": resnet50, "lstm_lm": lstm_lm, "llama": llama}
+    known_names("model", name, MODELS)
+    builder, gpu_kw, cpu_kw, gpu_shape, cpu_shape = MODELS[name]
+    kwargs, shape = (gpu_kw, gpu_shape) if device == "cuda" else (cpu_kw, cpu_shape)
+    where = "meta" if meta else "cpu"
+    with torch.device(where):
+        model = builders[builder](**kwargs)
+    if name in _IMAGE_MODELS:
+        return model, torch.zeros(shape, device=where)
+    return model, torch.zeros(shape, dtype=torch.long, device=where)
+
+
+def _advice(name: str, device: str, dtype: str):
+    from ..advisor import advise
+
+    model, x = model_inputs(name, device, meta=True)
+    return advise(model, x, dtype, measured_spec(device))
+
+
+def _models(models: Any, quick: bool, device: str) -> list[str]:
+    if models is None:
+        return list(_QUICK if quick or device == "cpu" else MODELS)
+    return known_names("model", models, MODELS)
+
+
+def _dtype(device: str, dtype: Any) -> str:
+    return "float32" if device == "cpu" else canonical_dtype(dtype)  # CPUs have no fast bfloat16
+
+
+def _run(models: list[str], device: str, dtype: str, each: Callable[[str, Any], list], on_row, progress: bool,
+         desc: str) -> pd.DataFrame:
+    points = [p for name in models for p in each(name, _advice(name, device, dtype))]
+    return sweep(points, lambda point: point(), on_row=on_row, progress=progress, desc=desc)
+
+
+@register("advisor_layers", "GPT-2 small, ResNet-50, an LSTM LM and LLaMA-7B advised for this device: every "
+          "distinct op timed forward and backward beside the advisor's prediction", _LAYER_COLUMNS, needs=("cuda",))
+def advisor_layers(*, models=None, dtype="bfloat16", device="auto", quick=False, progress=True,
+                   on_row=None) -> pd.DataFrame:
+    """One row per distinct op of each model: measured and predicted seconds (GPU: ~200 timings)."""
+    from ..advisor.measure import op_key, time_op
+
+    device = resolve_device(device)
+    dtype = _dtype(device, dtype)
+
+    def each(name: str, advice) -> list:
+        groups: dict[str, list] = {}
+        for op in advice.ops:
+            groups.setdefault(op_key(op), []).append(op)
+
+        def point(ops: list) -> Callable[[], dict]:
+            def measure() -> dict:
+                op = ops[0]
+                t = time_op(op, dtype, device, True)
+                rows = advice._pricer.rows(op)
+                fwd = sum(r["predicted_s"] for r in rows if r["pass"] == "forward")
+                total = sum(r["predicted_s"] for r in rows)
+                return {"model": name, "layer": op.layer, "layers": len(ops), "module": op.module,
+                        "op": op.name or op.op, "dtype": dtype, **t, "time_s": t["forward_s"] + t["backward_s"],
+                        "predicted_forward_s": fwd, "predicted_backward_s": total - fwd, "predicted_s": total}
+            return measure
+
+        return [point(ops) for ops in groups.values()]
+
+    return _run(_models(models, quick, device), device, dtype, each, on_row, progress, "advisor layers")
+
+
+@register("advisor_fixes", "Every fix the advisor proposes that changes an op (padding, channels_last, batch, "
+          "hidden size), timed against the op as it is, beside the predicted saving", _FIX_COLUMNS, needs=("cuda",))
+def advisor_fixes(*, models=None, dtype="bfloat16", device="auto", quick=False, progress=True,
+                  on_row=None) -> pd.DataFrame:
+    """One row per distinct (rule, op, fixed op) of each model: measured and predicted savings."""
+    from ..advisor.measure import op_key, time_op
+
+    device = resolve_device(device)
+    dtype = _dtype(device, dtype)
+
+    def total(op) -> float:
+        t = time_op(op, dtype, device, True)
+        return t["forward_s"] + t["backward_s"]
+
+    def each(name: str, advice) -> list:
+        seen, points = set(), []
+        for row, (op, fixed, per_work) in zip(advice.findings.itertuples(), advice._fixes):
+            if op is None or fixed is None or (row.rule, op_key(op), op_key(fixed)) in seen:
+                continue
+            seen.add((row.rule, op_key(op), op_key(fixed)))
+
+            def measure(row=row, op=op, fixed=fixed, per_work=per_work) -> dict:
+                before, after = total(op), total(fixed)
+                return {"model": name, "rule": row.rule, "layer": row.layer, "fix": row.fix, "dtype": dtype,
+                        "predicted_saving_s": row.predicted_saving_s, "time_s": before, "fixed_time_s": after,
+                        "per_work": per_work, "measured_saving_s": before - after * per_work}
+            points.append(measure)
+        return points
+
+    return _run(_models(models, quick, device), device, dtype, each, on_row, progress, "advisor fixes")

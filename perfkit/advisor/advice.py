@@ -164,9 +164,14 @@ def _check_inputs(example_inputs: Any) -> None:
 def _unmapped(cap: Capture, reasons: dict[int, str], mapped: set[int]) -> pd.DataFrame:
     rows = [{"layer": c.layer, "module": c.module, "op": c.op, "reason": reasons[c.index]}
             for c in cap.calls if reasons.get(c.index)]
+    # modules some of whose descendants ran; one none of whose children ran is listed like a leaf (its work,
+    # e.g. nn.MultiheadAttention's one function call, is lost otherwise)
+    parents = {".".join(parts[:i]) for parts in (r.layer.split(".") for r in cap.modules if r.layer)
+               for i in range(len(parts))}
     for run in cap.modules:
         inside = range(run.first_call, run.last_call)
-        if run.leaf and run.module not in _FREE_MODULES and not any(i in mapped or i in reasons for i in inside):
+        innermost = run.leaf or run.layer not in parents
+        if innermost and run.module not in _FREE_MODULES and not any(i in mapped or i in reasons for i in inside):
             rows.append({"layer": run.layer, "module": run.module, "op": "",
                          "reason": "ran no op perfkit recognises"})
     return pd.DataFrame(rows, columns=list(UNMAPPED_COLUMNS)).drop_duplicates(ignore_index=True)

@@ -168,7 +168,7 @@ class ForwardFailed(Exception):
 
 def _run(model: nn.Module, args: tuple, kwargs: dict, training: bool, inputs: list) -> tuple[list, list]:
     """Run ``model`` once under the recorder; returns (calls, module runs). Raises ForwardFailed."""
-    names = {m: n for n, m in model.named_modules(remove_duplicate=False)}
+    names = {m: n for n, m in model.named_modules()}  # a shared module keeps its first name, as listed there
     rec = _Recorder(inputs, list(model.parameters()))
     runs: list[ModuleRun] = []
     open_runs: list[tuple[str, str, bool, tuple, int]] = []

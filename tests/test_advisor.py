@@ -372,6 +372,18 @@ def test_linear_rows_are_linear_gemms():
     assert len(inference.layers) == 3
 
 
+def test_frozen_weights_have_no_weight_gradient():
+    mlp = nn.Sequential(nn.Embedding(1000, 256), nn.Linear(256, 512), nn.GELU(), nn.Linear(512, 256))
+    mlp[0].requires_grad_(False)
+    mlp[1].requires_grad_(False)
+    a = advise(mlp, torch.zeros(8, 128, dtype=torch.long))
+    passes = a.layers.groupby("layer")["pass"].apply(list).to_dict()
+    assert passes["0"] == ["forward"]  # a frozen table: no backward at all
+    assert passes["1"] == ["forward", "dgrad"]  # frozen weight: the input's gradient only
+    assert passes["3"] == ["forward", "dgrad", "wgrad"]
+    assert mlp[1].weight.requires_grad is False  # left as it was
+
+
 def test_conv_rows_are_conv_gemms_and_the_first_conv_has_no_dgrad():
     a = advise(ConvNet(), torch.randn(8, 3, 64, 64))
     conv1 = a.layers[a.layers["layer"] == "conv1"]
@@ -437,6 +449,7 @@ def test_a_real_model_is_advised_on_a_meta_copy_and_left_as_it_was():
     # the same shapes and findings as the same model built on meta
     with torch.device("meta"):
         on_meta = ConvNet()
+    on_meta.conv1.weight.requires_grad_(False)  # frozen there too: no weight gradient
     b = advise(on_meta, torch.zeros(8, 3, 64, 64, device="meta"))
     pd.testing.assert_frame_equal(a.layers, b.layers)
 
@@ -629,6 +642,8 @@ def test_measure_on_this_machine():
     assert (m["forward_s"] > 0).all() and (m["backward_s"] > 0).all()
     assert (m["predicted_forward_s"] > 0).all()
     assert "measured_saving_s" in a.findings.columns
+    assert "measured here" in str(a) and "measured here" in a._repr_html_()
+    assert "measured_saving_s" in a.by_rule().columns
 
 
 @pytest.mark.filterwarnings("ignore::perfkit.timing.NoiseWarning")

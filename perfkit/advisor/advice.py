@@ -71,11 +71,15 @@ class Advice:
         for rule, part in self.findings.groupby("rule", sort=False):
             best = part.sort_values("predicted_saving_s", ascending=False, na_position="last").iloc[0]
             total = float(part["predicted_saving_s"].sum(min_count=1))
-            rows.append({"rule": rule, "findings": len(part), "predicted_saving_s": total,
-                         "share": total / self.step_s if self.step_s else math.nan,
-                         "example": best["layer"] or "(model)", "message": best["message"], "fix": best["fix"]})
-        table = pd.DataFrame(rows, columns=["rule", "findings", "predicted_saving_s", "share", "example",
-                                            "message", "fix"])
+            row = {"rule": rule, "findings": len(part), "predicted_saving_s": total,
+                   "share": total / self.step_s if self.step_s else math.nan,
+                   "example": best["layer"] or "(model)", "message": best["message"], "fix": best["fix"]}
+            if "measured_saving_s" in part:
+                row["measured_saving_s"] = float(part["measured_saving_s"].sum(min_count=1))
+            rows.append(row)
+        columns = ["rule", "findings", "predicted_saving_s", "share", "example", "message", "fix"]
+        table = pd.DataFrame(rows, columns=columns + (["measured_saving_s"] if "measured_saving_s" in
+                                                      self.findings else []))
         return table.set_index("rule").reindex([r for r in RULES if r in set(table["rule"])])
 
     def by_layer(self) -> pd.DataFrame:
@@ -90,6 +94,12 @@ class Advice:
                  f"inputs {', '.join(map(str, self.input_shapes))}; one {mode} predicted at "
                  f"{format_time(self.step_s)}; {len(self.layers)} GEMM and memory passes from "
                  f"{len(self.ops)} ops ({'meta device' if self.path == 'meta' else 'a real forward pass'})"]
+        if self.measured is not None and len(self.measured):
+            m = self.measured
+            measured = m["forward_s"] + (m["backward_s"].fillna(0) if self.training else 0)
+            predicted = m["predicted_forward_s"] + (m["predicted_backward_s"] if self.training else 0)
+            lines.append(f"measured here, each op alone: {format_time(float(measured.sum()))} in all; per op, "
+                         f"predicted ÷ measured has a median of {float((predicted / measured).median()):.2f}")
         if self.note:
             lines.append(f"note: {self.note}")
         return lines
@@ -102,6 +112,8 @@ class Advice:
             saving = (f"saves {format_time(r.predicted_saving_s)} per step ({format_percent(r.share)})"
                       if r.predicted_saving_s > 0 else "no saving priced")
             more = f", {r.findings - 1} more like it" if r.findings > 1 else ""
+            if "measured_saving_s" in r and math.isfinite(r.measured_saving_s):
+                saving += f"; measured {format_time(r.measured_saving_s)}"
             lines += [f"- {rule}: {r.findings} finding{'s' if r.findings > 1 else ''}, {saving}",
                       f"    e.g. {r.example}{more}: {r.message}", f"    fix: {r.fix}"]
         if len(self.unmapped):
@@ -118,6 +130,9 @@ class Advice:
         rules = self.by_rule().copy()
         rules["predicted_saving_s"] = [format_time(s) if s > 0 else "–" for s in rules["predicted_saving_s"]]
         rules["share"] = [format_percent(s) if s > 0 else "–" for s in rules["share"]]
+        if "measured_saving_s" in rules:
+            rules["measured_saving_s"] = [format_time(s) if math.isfinite(s) else "–"
+                                          for s in rules["measured_saving_s"]]
         rules = rules.rename(columns={"predicted_saving_s": "saving per step", "share": "of the step"})
         tail = (f"<p>Unmapped: {html.escape(', '.join(sorted(set(self.unmapped['module']))))}</p>"
                 if len(self.unmapped) else "")

@@ -69,6 +69,7 @@ class TensorInfo:
     nhwc: bool  # a 4-D tensor stored channels-last (channels the fastest-moving dim, C > 1)
     derived: bool  # computed from the example inputs or the parameters
     is_input: bool  # one of the example inputs itself (needs no gradient)
+    requires_grad: bool = True  # for a parameter: trained (False: frozen, no weight gradient)
 
     @property
     def numel(self) -> int:
@@ -137,7 +138,7 @@ class _Recorder(TorchFunctionMode):
         if not isinstance(value, torch.Tensor):
             return value
         return TensorInfo(tuple(int(d) for d in value.shape), str(value.dtype).removeprefix("torch."),
-                          _nhwc(value), value in self.derived, value in self.inputs)
+                          _nhwc(value), value in self.derived, value in self.inputs, value.requires_grad)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

@@ -62,9 +62,9 @@ def _memory_fn(op: Op, dtype: Any, device: str, training: bool) -> tuple[Callabl
         y = _rand(shape, dtype, device, training)
         return (lambda: x + y), [x, y]
     if kind == "embedding":
-        w = _rand((p["num_embeddings"], shape[-1]), dtype, device, training)
+        w = _rand((p["num_embeddings"], shape[-1]), dtype, device, training and not p.get("frozen"))
         idx = torch.randint(p["num_embeddings"], shape[:-1], device=device)
-        return (lambda: F.embedding(idx, w)), [w]
+        return (lambda: F.embedding(idx, w)), [w] if w.requires_grad else []
     reads = p.get("read_elements") or E  # elementwise: a reduction or a binary op reading `reads` elements
     k = reads // E
     if k >= 2 and reads == k * E:
@@ -83,7 +83,7 @@ def op_functions(op: Op, dtype: Any, device: str, training: bool) -> tuple[Calla
     p = op.params
     if op.op == "linear":
         x = _rand((p["tokens"], p["in_features"]), dt, device, training and p["input_grad"])
-        w = _rand((p["out_features"], p["in_features"]), dt, device, training)
+        w = _rand((p["out_features"], p["in_features"]), dt, device, training and p.get("weight_grad", True))
         return (lambda: F.linear(x, w)), [t for t in (x, w) if t.requires_grad]
     if op.op == "conv":
         g = p["groups"]
@@ -94,7 +94,7 @@ def op_functions(op: Op, dtype: Any, device: str, training: bool) -> tuple[Calla
         if p["nhwc"] and two_d:
             x, w = x.to(memory_format=torch.channels_last), w.to(memory_format=torch.channels_last)
         x.requires_grad_(training and p["input_grad"])
-        w.requires_grad_(training)
+        w.requires_grad_(training and p.get("weight_grad", True))
         conv = F.conv2d if two_d else F.conv1d
         return (lambda: conv(x, w, None, p["stride"], p["padding"], p["dilation"], g)), \
             [t for t in (x, w) if t.requires_grad]
@@ -113,7 +113,8 @@ def op_functions(op: Op, dtype: Any, device: str, training: bool) -> tuple[Calla
         rnn = cls(p["input_size"], p["hidden"], p["layers"], batch_first=True,
                   bidirectional=p["directions"] == 2, device=device, dtype=dt)
         x = _rand((p["batch"], p["seq_len"], p["input_size"]), dt, device, training and p["input_grad"])
-        tensors = ([x] if x.requires_grad else []) + (list(rnn.parameters()) if training else [])
+        trained = training and p.get("weight_grad", True)
+        tensors = ([x] if x.requires_grad else []) + (list(rnn.parameters()) if trained else [])
         return (lambda: rnn(x)[0]), tensors
     return _memory_fn(op, dt, device, training)
 

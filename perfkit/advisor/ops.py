@@ -117,7 +117,7 @@ def map_call(call: Call, training: bool) -> tuple[Op | None, str]:
     if op == "linear":
         x, w = call.args[0], _arg(call, 1, "weight")
         return mk("linear", tokens=math.prod(x.shape[:-1]), in_features=w.shape[1], out_features=w.shape[0],
-                  input_grad=_needs_grad(x))
+                  input_grad=_needs_grad(x), weight_grad=w.requires_grad)
     if op in ("conv1d", "conv2d"):
         x, w = call.args[0], _arg(call, 1, "weight")
         two_d = op == "conv2d"
@@ -128,7 +128,7 @@ def map_call(call: Call, training: bool) -> tuple[Op | None, str]:
         return mk("conv", N=N, C=C, H=H, W=W, K=w.shape[0], R=R, S=S, P=P, Q=Q,
                   groups=int(_arg(call, 6, "groups", 1)), nhwc=x.nhwc or w.nhwc, dims=2 if two_d else 1,
                   stride=_arg(call, 3, "stride", 1), padding=_arg(call, 4, "padding", 0),
-                  dilation=_arg(call, 5, "dilation", 1), input_grad=_needs_grad(x))
+                  dilation=_arg(call, 5, "dilation", 1), input_grad=_needs_grad(x), weight_grad=w.requires_grad)
     if op in ("matmul", "bmm", "mm"):
         return mk("matmul", **_matmul(call, call.args[0], call.args[1]))
     if op in ("addmm", "baddbmm"):
@@ -147,12 +147,14 @@ def map_call(call: Call, training: bool) -> tuple[Op | None, str]:
         cell = _RNN[op]
         return mk("rnn", cell=cell, input_size=weights[0].shape[1], hidden=weights[0].shape[0] // RNN_GATES[cell],
                   batch=B, seq_len=T, layers=int(layers), directions=2 if bidirectional else 1,
-                  input_grad=_needs_grad(x))
+                  input_grad=_needs_grad(x), weight_grad=weights[0].requires_grad)
     if out is None or not out.dtype.startswith(("float", "bfloat")) or not out.shape and op != "sum":
         return None, ""
     shape = out.shape or (1,)
     if op == "embedding":
         w = _arg(call, 1, "weight")
+        if not w.requires_grad:  # a frozen table: its backward pass computes nothing
+            return mk("embedding", shape=shape, num_embeddings=w.shape[0], frozen=True)
         return mk("embedding", shape=shape, num_embeddings=w.shape[0])
     if op in _ACTIVATIONS:
         return mk(op, shape=shape)
@@ -188,7 +190,9 @@ def map_call(call: Call, training: bool) -> tuple[Op | None, str]:
 
 def _linear(p: dict, training: bool) -> list[tuple[str, str, Gemm]]:
     g = linear_gemms(p["tokens"], p["in_features"], p["out_features"])
-    keep = ["forward"] + (["dgrad"] if p["input_grad"] else []) + ["wgrad"] if training else ["forward"]
+    keep = ["forward"]
+    if training:
+        keep += (["dgrad"] if p["input_grad"] else []) + (["wgrad"] if p.get("weight_grad", True) else [])
     return [(pass_, "", Gemm(*g[pass_])) for pass_ in keep]
 
 
@@ -199,7 +203,7 @@ def _conv(p: dict, training: bool) -> list[tuple[str, str, Gemm]]:
     out = [("forward", "", Gemm(npq, K, C * rs, g))]
     if training and p["input_grad"]:
         out.append(("dgrad", "", Gemm(nhw, C, K * rs, g)))
-    if training:
+    if training and p.get("weight_grad", True):
         out.append(("wgrad", "", Gemm(C * rs, K, npq, g)))
     return out
 
@@ -238,9 +242,10 @@ def _rnn(p: dict, training: bool) -> list[tuple[str, str, Gemm]]:
             if training:
                 if layer or p["input_grad"]:
                     out.append(("dgrad", part + ".input", Gemm(x, B * T, gH)))
-                out += [("wgrad", part + ".input", Gemm(x, gH, B * T)),
-                        ("dgrad", part + ".recurrent", Gemm(H, B, gH, count=T)),
-                        ("wgrad", part + ".recurrent", Gemm(H, gH, B * T))]
+                out.append(("dgrad", part + ".recurrent", Gemm(H, B, gH, count=T)))
+                if p.get("weight_grad", True):
+                    out += [("wgrad", part + ".input", Gemm(x, gH, B * T)),
+                            ("wgrad", part + ".recurrent", Gemm(H, gH, B * T))]
     return out
 
 
@@ -252,8 +257,8 @@ def passes(op: Op, training: bool) -> list[tuple[str, str, Any]]:
     for :func:`perfkit.layer_bytes` (a backward pass only in training)."""
     if op.is_gemm:
         return _BUILDERS[op.op](op.params, training)
-    params = {k: v for k, v in op.params.items() if k != "shape"}
+    params = {k: v for k, v in op.params.items() if k not in ("shape", "frozen")}
     work = [("forward", "", (op.op, op.params["shape"], params))]
-    if training and not (op.op == "batchnorm" and not params.get("training", True)):
+    if training and not op.params.get("frozen") and not (op.op == "batchnorm" and not params.get("training", True)):
         work.append(("backward", "", (op.op, op.params["shape"], params)))
     return work

@@ -224,6 +224,11 @@ def test_layout_fires_for_nchw_and_not_for_channels_last():
     b = advise(net, x.to(memory_format=torch.channels_last))
     assert rule(b, "layout").empty
     assert b.layers[b.layers["op"] == "conv"].shape[0] == a.layers[a.layers["op"] == "conv"].shape[0]
+    # the saving is what the NCHW copies add to the step: channels-last takes exactly that off
+    assert a.step_s - b.step_s == pytest.approx(hits["predicted_saving_s"].sum(), rel=1e-9)
+    assert "conv.nchw_transpose" not in set(b.layers["op"])
+    fp32 = advise(nn.Conv2d(64, 128, 3, padding=1), x, dtype="float32")  # NCHW, no Tensor Cores
+    assert "layout" not in set(fp32.findings["rule"]) and "conv.nchw_transpose" not in set(fp32.layers["op"])
 
 
 # ---------------------------------------------------------------------------------- rules: rnn_sizes
@@ -386,12 +391,17 @@ def test_frozen_weights_have_no_weight_gradient():
 
 def test_conv_rows_are_conv_gemms_and_the_first_conv_has_no_dgrad():
     a = advise(ConvNet(), torch.randn(8, 3, 64, 64))
-    conv1 = a.layers[a.layers["layer"] == "conv1"]
+    conv1 = a.layers[(a.layers["layer"] == "conv1") & (a.layers["op"] == "conv")]
     assert conv1["pass"].tolist() == ["forward", "wgrad"]
+    # NCHW on Tensor Cores: the input and output copied to NHWC and back, forward and backward
+    copies = a.layers[(a.layers["layer"] == "conv1") & (a.layers["op"] == "conv.nchw_transpose")]
+    assert copies["pass"].tolist() == ["forward", "forward", "backward", "backward"]
+    assert copies["bytes"].tolist()[:2] == [pk.layer_bytes("elementwise", shape, "bfloat16")
+                                           for shape in ((8, 3, 64, 64), (8, 64, 32, 32))]
     g1 = pk.conv_gemms(8, 3, 64, 64, 64, 7, 7, stride=2, padding=3)
     assert tuple(conv1.iloc[0][["M", "N", "K"]]) == g1["forward"]
     assert tuple(conv1.iloc[1][["M", "N", "K"]]) == g1["wgrad"]
-    conv2 = a.layers[a.layers["layer"] == "conv2"]
+    conv2 = a.layers[(a.layers["layer"] == "conv2") & (a.layers["op"] == "conv")]
     assert conv2["pass"].tolist() == ["forward", "dgrad", "wgrad"]
     g2 = pk.conv_gemms(8, 64, 32, 32, 128, 3, 3, stride=2, padding=1)
     for r in conv2.to_dict("records"):
@@ -472,7 +482,8 @@ def test_a_model_that_cannot_run_on_meta_takes_the_real_path(how):
     assert int(model.bn.num_batches_tracked) == nbt
     assert torch.is_grad_enabled()
     assert {"conv", "bn", "fc"} <= set(a.layers["layer"])
-    assert a.layers.loc[a.layers["layer"] == "conv", "pass"].tolist() == ["forward", "wgrad"]
+    assert a.layers.loc[(a.layers["layer"] == "conv") & (a.layers["op"] == "conv"), "pass"].tolist() == [
+        "forward", "wgrad"]
 
 
 def test_meta_false_runs_the_model_itself_and_says_so():
@@ -768,7 +779,8 @@ def test_the_zoo_models_get_the_findings_the_book_expects():
         if build is pk.zoo.resnet50:
             assert set(rule(a, "first_conv")["layer"]) == {"conv1"}
             assert "3 → 4" in rule(a, "first_conv").iloc[0].fix  # conv1 has stride 2
-            assert a.layers.loc[a.layers["layer"] == "conv1", "pass"].tolist() == ["forward", "wgrad"]
+            conv1 = (a.layers["layer"] == "conv1") & (a.layers["op"] == "conv")
+            assert a.layers.loc[conv1, "pass"].tolist() == ["forward", "wgrad"]
         if build is pk.zoo.llama:
             assert rule(a, "alignment").empty and rule(a, "rnn_sizes").empty and rule(a, "first_conv").empty
             assert "layers.31.feed_forward.w2" in set(a.layers["layer"]) and "output" in set(a.layers["layer"])

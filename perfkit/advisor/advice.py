@@ -64,18 +64,20 @@ class Advice:
         return float(self.layers["predicted_s"].sum()) if len(self.layers) else 0.0
 
     def by_rule(self) -> pd.DataFrame:
-        """One row per rule that fired, in :data:`RULES` order: how many findings, their summed predicted
-        saving (seconds per step; fixes may overlap) and its share of the step, and the finding with
-        the largest saving (its layer, message and fix) as the example."""
+        """One row per rule that fired, in :data:`RULES` order: how many findings, the summed predicted
+        saving of those whose fix pays (seconds per step; fixes may overlap) and its share of the step,
+        and the finding with the largest saving (its layer, message and fix) as the example."""
         rows = []
         for rule, part in self.findings.groupby("rule", sort=False):
             best = part.sort_values("predicted_saving_s", ascending=False, na_position="last").iloc[0]
-            total = float(part["predicted_saving_s"].sum(min_count=1))
+            savings = part["predicted_saving_s"]
+            total = float(savings[savings > 0].sum()) if (savings > 0).any() else float(savings.max())
             row = {"rule": rule, "findings": len(part), "predicted_saving_s": total,
                    "share": total / self.step_s if self.step_s else math.nan,
                    "example": best["layer"] or "(model)", "message": best["message"], "fix": best["fix"]}
             if "measured_saving_s" in part:
-                row["measured_saving_s"] = float(part["measured_saving_s"].sum(min_count=1))
+                measured = part["measured_saving_s"]
+                row["measured_saving_s"] = float(measured[savings > 0].sum(min_count=1))
             rows.append(row)
         columns = ["rule", "findings", "predicted_saving_s", "share", "example", "message", "fix"]
         table = pd.DataFrame(rows, columns=columns + (["measured_saving_s"] if "measured_saving_s" in

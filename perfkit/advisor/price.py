@@ -7,6 +7,8 @@
   (and their gradients backward), whichever is longer, plus one kernel's latency.
 - A memory-bound op costs :func:`perfkit.memory_time` of :func:`perfkit.layer_bytes`; its FLOPs are
   counted as one per output element (NVIDIA's convention for ReLU), to place it on the roofline.
+- An NCHW convolution on Tensor Cores also pays a copy of its input and output into NHWC and back
+  (``conv.nchw_transpose`` rows), once per pass: what ``channels_last`` saves.
 
 Units: seconds, bytes, FLOP.
 """
@@ -16,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..calibration import achievable_ceilings
+from ..calibration import TENSOR_CORE_DTYPES, achievable_ceilings
 from ..devices import DeviceSpec
 from ..dtypes import itemsize, output_itemsize
 from ..gemm_model import DEFAULT_MODEL, GemmPrediction, explain_gemm
@@ -106,7 +108,20 @@ class Pricer:
             row = self.gemm_row(w) if op.is_gemm else self.memory_row(*w, pass_)
             if row["bytes"] or op.is_gemm:
                 out.append({**base, "op": name, "pass": pass_, **row})
+        if op.op == "conv" and self.transposes(op):
+            p = op.params
+            shapes = [(p["N"], p["C"], p["H"], p["W"]), (p["N"], p["K"], p["P"], p["Q"])]
+            for pass_ in ("forward", "backward") if self.training else ("forward",):
+                for shape in shapes:  # the input and output (their gradients backward), each copied once
+                    out.append({**base, "op": "conv.nchw_transpose", "pass": pass_,
+                                **self.memory_row("elementwise", shape, {}, "forward")})
         return out
+
+    def transposes(self, op: Op) -> bool:
+        """Whether a convolution pays NCHW ↔ NHWC transposes: an NCHW 2-D convolution on Tensor Cores,
+        whose kernels work in NHWC (NVIDIA, *Convolutional Layers*: the layout section)."""
+        return (op.op == "conv" and self.dtype in TENSOR_CORE_DTYPES and not op.params["nhwc"]
+                and op.params["dims"] == 2)
 
     def time_s(self, op: Op) -> float:
         """Predicted seconds of all of ``op``'s passes."""

@@ -15,8 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from ..calibration import TENSOR_CORE_DTYPES
-from ..memory_model import CHAIN_KINDS, chain_bytes, layer_bytes, memory_time
+from ..memory_model import CHAIN_KINDS, chain_bytes, memory_time
 from ..quantization import alignment, pad_to_multiple
 from ..roofline import math_bound_batch
 from ..units import format_percent
@@ -142,7 +141,7 @@ def _alignment(ctx: Context) -> Iterable[dict]:
 
 
 def _efficiency(ctx: Context, op: Op) -> tuple[float, dict]:
-    rows = ctx.pricer.rows(op)
+    rows = [r for r in ctx.pricer.rows(op) if "wave_utilization" in r]  # the GEMMs, not the transposes
     total = sum(r["predicted_s"] for r in rows)
     eff = sum(r["predicted_s"] * r["wave_utilization"] * r["tile_efficiency"] for r in rows) / total
     return eff, max(rows, key=lambda r: r["predicted_s"])
@@ -221,7 +220,7 @@ def _memory_bound(ctx: Context) -> Iterable[dict]:
             continue  # a first layer: the first_conv rule
         if ctx.times[op.index] < MIN_SHARE * ctx.step_s:
             continue
-        rows = [r for r in ctx.pricer.rows(op) if r["pass"] == "forward"]
+        rows = [r for r in ctx.pricer.rows(op) if r["pass"] == "forward" and "wave_utilization" in r]
         ridge = ctx.pricer.spec.ops_per_byte(ctx.dtype)
         if not rows or rows[0]["intensity"] >= ridge:
             continue
@@ -253,20 +252,14 @@ def _first_conv(ctx: Context) -> Iterable[dict]:
 
 
 def _layout(ctx: Context) -> Iterable[dict]:
-    if ctx.dtype not in TENSOR_CORE_DTYPES:
-        return
     for op in ctx.ops:
-        if op.op != "conv" or op.params["nhwc"] or op.params["dims"] != 2:
+        if not ctx.pricer.transposes(op):
             continue
-        p = op.params
-        shapes = [(p["N"], p["C"], p["H"], p["W"]), (p["N"], p["K"], p["P"], p["Q"])]
-        one = sum(memory_time(layer_bytes("elementwise", s, ctx.dtype), ctx.pricer.spec, ceilings=ctx.pricer.ceilings)
-                  for s in shapes)
-        saving = one * (2 if ctx.pricer.training else 1)
+        fixed = op.with_params(nhwc=True)
         yield _finding(op, "layout", "NCHW: Tensor Core convolutions work in NHWC, so the input and output are "
                        "transposed around it, forward and backward.",
-                       "model.to(memory_format=torch.channels_last) and the same for the inputs", saving,
-                       op.with_params(nhwc=True))
+                       "model.to(memory_format=torch.channels_last) and the same for the inputs",
+                       _saving(ctx, op, fixed), fixed)
 
 
 def _hidden_target(H: int) -> int:

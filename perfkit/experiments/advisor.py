@@ -18,7 +18,7 @@ from ..dtypes import canonical_dtype
 from .common import known_names, measured_spec, resolve_device, sweep
 from .registry import register
 
-__all__ = ["MODELS", "advise_models", "model_inputs"]
+__all__ = ["MODELS", "advisor_fixes", "advisor_layers", "model_inputs"]
 
 #: Model name → (zoo builder name, GPU keyword arguments, CPU keyword arguments, input shape on a GPU,
 #: input shape on a CPU; integer inputs are token ids).

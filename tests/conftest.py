@@ -69,3 +69,23 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+@pytest.fixture
+def short_bench(monkeypatch):
+    """Real measurements on a tiny time budget, for tests that check rows, not timings: every
+    ``bench`` an experiment calls (its own import, or through ``experiments.common.lean_bench``,
+    which imports ``perfkit.timing.bench`` when called) samples for milliseconds."""
+    import perfkit.experiments as experiments
+    from perfkit import timing
+
+    original = timing.bench
+
+    def short(fn, **options):
+        return original(fn, **{**options, "warmup_s": 0.0, "rep_s": 0.002, "max_time_s": 0.05})
+
+    monkeypatch.setattr(timing, "bench", short)
+    for name in dir(experiments):
+        module = getattr(experiments, name)
+        if getattr(module, "bench", None) is original:
+            monkeypatch.setattr(module, "bench", short)

@@ -15,18 +15,9 @@ import perfkit as pk
 from perfkit.advisor import measure as advisor_measure
 from perfkit.experiments import REGISTRY, common
 from perfkit.experiments import advisor as ex
-from perfkit.timing import bench
 
 H100 = pk.device_spec("H100-SXM")
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples and noise: expected here
-
-
-@pytest.fixture
-def short_bench(monkeypatch):
-    def short(fn, device, label):
-        return bench(fn, device=device, label=label, warmup_s=0.0, rep_s=0.002, max_time_s=0.05)
-
-    monkeypatch.setattr(advisor_measure, "lean_bench", short)
 
 
 @pytest.fixture

@@ -16,10 +16,8 @@ from matplotlib.ticker import EngFormatter  # noqa: E402
 
 import perfkit as pk  # noqa: E402
 from perfkit import plots  # noqa: E402
-from perfkit.advisor import measure as advisor_measure  # noqa: E402
 from perfkit.experiments import advisor as ex  # noqa: E402
 from perfkit.plots.advisor import KINDS, op_kind  # noqa: E402
-from perfkit.timing import bench  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples and noise: expected here
 MODEL = "model of H100-SXM"
@@ -44,14 +42,6 @@ def advices():
         model, x = ex.model_inputs(name, "cuda" if name == "lstm_lm" else "cpu", meta=True)
         out[name] = pk.advise(model, x, "bfloat16", "H100-SXM")
     return out
-
-
-@pytest.fixture
-def short_bench(monkeypatch):
-    def short(fn, device, label):
-        return bench(fn, device=device, label=label, warmup_s=0.0, rep_s=0.002, max_time_s=0.05)
-
-    monkeypatch.setattr(advisor_measure, "lean_bench", short)
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ known answers and on DeepBench's published V100 and P100 convolutions.
 
 from __future__ import annotations
 
-import functools
 import math
 
 import matplotlib
@@ -24,17 +23,11 @@ from perfkit import plots  # noqa: E402
 from perfkit.experiments import REGISTRY, common, conv, conv_analysis  # noqa: E402
 from perfkit.measurement import Measurement  # noqa: E402
 from perfkit.provenance import missing, modelled  # noqa: E402
-from perfkit.timing import bench  # noqa: E402
 
 NAMES = ["conv_passes", "conv_channels", "conv_first_layer", "conv_layout", "conv_params", "conv_deepbench"]
 CPU_META = {"live": True, "device_name": "AMD EPYC 7B13", "measured_at": "2026-11-22T08:00:00+00:00"}
 V100 = "V100-SXM2, 2019"
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples and noise: expected here
-
-
-@pytest.fixture
-def short_bench(monkeypatch):
-    monkeypatch.setattr(conv, "bench", functools.partial(bench, warmup_s=0.0, rep_s=0.002, max_time_s=0.02))
 
 
 @pytest.fixture

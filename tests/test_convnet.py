@@ -24,18 +24,9 @@ from perfkit.experiments import convnet as cv  # noqa: E402
 from perfkit.measurement import Measurement  # noqa: E402
 from perfkit.plots import fusion as plots  # noqa: E402
 from perfkit.provenance import missing, modelled  # noqa: E402
-from perfkit.timing import bench  # noqa: E402
 
 H100 = pk.device_spec("H100-SXM")
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples and noise: expected here
-
-
-@pytest.fixture
-def short_bench(monkeypatch):
-    def short(fn, device, label):
-        return bench(fn, device=device, label=label, warmup_s=0.0, rep_s=0.002, max_time_s=0.05)
-
-    monkeypatch.setattr(cv, "lean_bench", short)
 
 
 @pytest.fixture

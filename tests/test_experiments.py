@@ -7,17 +7,15 @@ where it does not.
 
 from __future__ import annotations
 
-import functools
 
 import pandas as pd
 import pytest
 import torch
 
 import perfkit as pk
-from perfkit.experiments import REGISTRY, background, ceilings, common, gemm, missing_needs, register, timers
+from perfkit.experiments import REGISTRY, background, ceilings, common, gemm, missing_needs, register
 from perfkit.experiments.ceilings import measured_ceilings
 from perfkit.measurement import Measurement
-from perfkit.timing import bench
 
 #: Experiments that run on a CPU (small sweeps), and those whose code paths need a GPU.
 CPU_RUNNABLE = ["gemm_sizes", "gemm_alignment", "gemm_transposes", "gemm_small_n", "ceiling_matmul",
@@ -34,14 +32,6 @@ TESTED_ELSEWHERE = {"fc_passes": "test_fc.py", "fc_batch": "test_fc.py", "fc_fea
                     "convnet_breakdown": "test_convnet.py", "advisor_layers": "test_advisor_experiments.py",
                     "advisor_fixes": "test_advisor_experiments.py"}
 quiet = pytest.mark.filterwarnings("ignore::perfkit.timing.NoiseWarning")
-
-
-@pytest.fixture
-def short_bench(monkeypatch):
-    """Real measurements with a tiny time budget: these tests check rows, not timings."""
-    quick = functools.partial(bench, warmup_s=0.0, rep_s=0.002, max_time_s=0.05)
-    for module in (gemm, background, ceilings, timers):
-        monkeypatch.setattr(module, "bench", quick)
 
 
 def test_every_experiment_declares_its_columns():

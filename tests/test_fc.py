@@ -7,7 +7,6 @@ frames with known answers and on DeepBench's published V100 GEMMs.
 
 from __future__ import annotations
 
-import functools
 
 import matplotlib
 
@@ -22,16 +21,10 @@ from perfkit import plots  # noqa: E402
 from perfkit.experiments import REGISTRY, common, fc  # noqa: E402
 from perfkit.measurement import Measurement  # noqa: E402
 from perfkit.provenance import modelled  # noqa: E402
-from perfkit.timing import bench  # noqa: E402
 
 NAMES = ["fc_passes", "fc_batch", "fc_features", "vocab_padding"]
 CPU_META = {"live": True, "device_name": "AMD EPYC 7B13", "measured_at": "2026-11-22T08:00:00+00:00"}
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples and noise: expected here
-
-
-@pytest.fixture
-def short_bench(monkeypatch):
-    monkeypatch.setattr(fc, "bench", functools.partial(bench, warmup_s=0.0, rep_s=0.002, max_time_s=0.05))
 
 
 @pytest.fixture

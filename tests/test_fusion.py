@@ -23,20 +23,11 @@ from perfkit.experiments import fusion as fu  # noqa: E402
 from perfkit.measurement import Measurement  # noqa: E402
 from perfkit.plots import fusion as plots  # noqa: E402
 from perfkit.provenance import missing, modelled  # noqa: E402
-from perfkit.timing import bench  # noqa: E402
 
 H100 = pk.device_spec("H100-SXM")
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples and noise: expected here
 no_compiler = pytest.mark.skipif(fu.compiler_missing("cpu") is not None,
                                  reason="torch.compile needs a C++ compiler")
-
-
-@pytest.fixture
-def short_bench(monkeypatch):
-    def short(fn, device, label):
-        return bench(fn, device=device, label=label, warmup_s=0.0, rep_s=0.002, max_time_s=0.05)
-
-    monkeypatch.setattr(fu, "lean_bench", short)
 
 
 @pytest.fixture

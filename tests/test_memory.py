@@ -23,20 +23,11 @@ from perfkit import plots  # noqa: E402
 from perfkit.experiments import REGISTRY, common, memory  # noqa: E402
 from perfkit.measurement import Measurement  # noqa: E402
 from perfkit.provenance import modelled  # noqa: E402
-from perfkit.timing import bench  # noqa: E402
 
 NAMES = ["activation_sizes", "batchnorm_sizes", "pool_sizes"]
 SMALL = {"activation_sizes": dict(elements=[256, 4096]), "batchnorm_sizes": dict(shapes=[(2, 4, 4, 4), (4, 4, 8, 8)]),
          "pool_sizes": dict(shapes=[(1, 4, 8, 8), (2, 4, 16, 16)])}
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples and noise: expected here
-
-
-@pytest.fixture
-def short_bench(monkeypatch):
-    def short(fn, device, label):
-        return bench(fn, device=device, label=label, warmup_s=0.0, rep_s=0.002, max_time_s=0.05)
-
-    monkeypatch.setattr(memory, "lean_bench", short)
 
 
 @pytest.fixture

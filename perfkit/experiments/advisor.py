@@ -147,9 +147,14 @@ def advisor_fixes(*, models=None, dtype="bfloat16", device="auto", quick=False, 
     device = resolve_device(device)
     dtype = _dtype(device, dtype)
 
+    times: dict[str, float] = {}  # an op with several findings is timed once
+
     def total(op) -> float:
-        t = time_op(op, dtype, device, True)
-        return t["forward_s"] + t["backward_s"]
+        key = op_key(op)
+        if key not in times:
+            t = time_op(op, dtype, device, True)
+            times[key] = t["forward_s"] + t["backward_s"]
+        return times[key]
 
     def each(name: str, advice) -> list:
         seen, points = set(), []

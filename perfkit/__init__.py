@@ -6,7 +6,7 @@ The public API, by concept (one module each):
 - dtypes: :data:`DTYPES`, :func:`canonical_dtype`, :func:`itemsize`
 - roofline: :func:`arithmetic_intensity`, :func:`roofline_time`, :func:`math_bound_batch`
   (and its measured counterpart :func:`batch_crossover`), :func:`plot_roofline`, …
-- quantization: :func:`alignment`, :func:`pad_to_multiple`, :func:`tile_quantization`, :func:`wave_quantization`
+- quantization: :func:`alignment`, :func:`is_aligned`, :func:`pad_to_multiple`, :func:`tile_quantization`, :func:`wave_quantization`
 - shapes (layer → GEMM): :func:`linear_gemms`, :func:`conv_gemms`, :func:`rnn_gemms`
 - gemm_model: :func:`predict_gemm_time`, :func:`explain_gemm`, :class:`GemmModel`
 - memory_model (bytes of memory-limited layers): :func:`layer_bytes`, :func:`chain_bytes` (eager vs
@@ -25,7 +25,9 @@ The public API, by concept (one module each):
   :func:`verdict_table`, :func:`judge`
 - layers: :func:`padded_linear` (a Linear padded to a multiple, same outputs), :func:`padded_conv2d`
   (a Conv2d with padded channels, same outputs)
-- figures and widgets: :mod:`perfkit.plots`, :func:`roofline_explorer`, :func:`gemm_explorer`
+- figures and widgets: :mod:`perfkit.plots`, :func:`roofline_explorer`, :func:`gemm_explorer`;
+  figures that move in a static page (Plotly): :mod:`perfkit.interactive`
+- the problems of each chapter, with answers from perfkit and a self-check: :mod:`perfkit.exercises`
 - the advisor (the book's rules applied to your own model): :func:`advise`, :mod:`perfkit.advisor`;
   architectures built in code (GPT-2 small, ResNet-50, an LSTM LM, LLaMA): :mod:`perfkit.zoo`
 
@@ -50,7 +52,7 @@ from .memory_model import chain_bytes, layer_bytes, memory_time, pool_output_sha
 from .kernels import (PersistentPlan, max_persistent_hidden, persistent_rnn, persistent_rnn_plan, rnn_reference,
                       tiled_matmul, triton_mode)
 from .provenance import Source, caption, live_source, published_counterparts, run_or_load, source_of
-from .quantization import alignment, cdiv, pad_to_multiple, tile_quantization, wave_quantization
+from .quantization import alignment, cdiv, is_aligned, pad_to_multiple, tile_quantization, wave_quantization
 from .record import archive, record
 from .roofline import (Operation, arithmetic_intensity, attainable_flops, batch_crossover, gemm_bytes, gemm_flops,
                        gemm_operation, math_bound_batch, nvidia_example_operations, roofline_time)
@@ -105,7 +107,7 @@ def advise(model, example_inputs, dtype="bfloat16", spec=None, **options):
 
 
 def __getattr__(name: str):
-    if name in ("plots", "widgets", "padding", "advisor", "zoo"):  # matplotlib, ipywidgets, torch: when asked for
+    if name in ("plots", "widgets", "padding", "advisor", "zoo", "interactive", "exercises"):  # heavy: when asked for
         return _importlib.import_module(f".{name}", __name__)
     if name in _RENAMED:
         _warnings.warn(f"perfkit.{name} is now perfkit.{_RENAMED[name]}", DeprecationWarning, stacklevel=2)

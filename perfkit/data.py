@@ -66,8 +66,11 @@ def device_slug(name: str) -> str:
 
 
 def repo_data_dir() -> Path:
-    """The repository's ``data/`` folder: ``<folder holding the perfkit package>/data``."""
-    return Path(__file__).resolve().parent.parent / "data"
+    """The repository's ``data/`` folder: ``<folder holding the perfkit package>/data`` in a
+    checkout, else the copy an installed wheel carries (``perfkit/_data``)."""
+    here = Path(__file__).resolve().parent
+    checkout = here.parent / "data"
+    return checkout if checkout.is_dir() and (here.parent / "pyproject.toml").is_file() else here / "_data"
 
 
 def data_root(root: str | os.PathLike | None = None) -> Path:

@@ -115,7 +115,9 @@ def bench(fn: Callable[[], Any], *, warmup_s: float = 0.025, rep_s: float = 0.1,
                     cuda_graph=cuda_graph, calls_per_sample=calls, first_call_s=first)
     for note in notes:
         m.warnings.append(note)
-        if not note.startswith("cuda_graph=True ignored"):
+        if note.startswith("only "):  # too few samples: as unreliable as a noisy one
+            warnings.warn(f"{label}: {note}", NoiseWarning, stacklevel=2)
+        elif not note.startswith("cuda_graph=True ignored"):
             warnings.warn(f"{label}: {note}", UserWarning, stacklevel=2)
     msg = noise_message(label, m.noise)
     if msg is not None:

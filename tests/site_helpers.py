@@ -32,8 +32,15 @@ CHROMIUM_ARGS = [
 ]
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
-# The widget JS the book loads (see nb_ipywidgets_js in _config.yml), as npm packages.
-WIDGET_NPM_PACKAGES = ("@jupyter-widgets/html-manager@1.0.6", "requirejs@2.3.7")
+# The JS the book loads from jsdelivr (nb_ipywidgets_js in _config.yml; Plotly), as npm packages.
+# Plotly's basic bundle at the version the installed plotly renders for (perfkit.interactive).
+def _plotly_js_package() -> str:
+    from plotly.offline import get_plotlyjs_version
+
+    return f"plotly.js-basic-dist-min@{get_plotlyjs_version()}"
+
+
+WIDGET_NPM_PACKAGES = ("@jupyter-widgets/html-manager@1.0.6", "requirejs@2.3.7", _plotly_js_package())
 JSDELIVR_NPM = "https://cdn.jsdelivr.net/npm/"
 
 

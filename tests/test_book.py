@@ -82,14 +82,27 @@ def test_chapter_has_kernelspec(md):
     assert header.get("jupytext", {}).get("text_representation", {}).get("format_name") == "myst", md
 
 
+def _colab_cell_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("colab_cell", REPO / "scripts" / "colab_cell.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.mark.parametrize("md", CHAPTER_MDS)
 def test_first_cell_installs_perfkit_on_colab_only(md):
-    """The first code cell is hidden (remove-cell) and pip-installs perfkit only inside Colab."""
+    """The first code cell is hidden (remove-cell), pip-installs perfkit only inside Colab, from the
+    one place that says where (_config.yml's repository), and never touches torch."""
     import jupytext
 
+    script = _colab_cell_script()
+    text = (REPO / md).read_text(encoding="utf-8")
+    assert script.updated(text) == text, (f"{md}: the Colab install cell is not the one _config.yml gives: "
+                                         "run `python scripts/colab_cell.py`")
     nb = jupytext.read(REPO / md)
     code = [c for c in nb.cells if c.cell_type == "code"]
-    assert code, f"{md} has no code cell"
     first = code[0]
     cfg = load_yaml("_config.yml")["repository"]
     want = f'"perfkit @ git+{cfg["url"]}@{cfg["branch"]}"'
@@ -99,6 +112,8 @@ def test_first_cell_installs_perfkit_on_colab_only(md):
     code_lines = [line for line in first.source.splitlines() if not line.lstrip().startswith("#")]
     assert not any("torch" in line for line in code_lines), (
         f"{md}: the Colab install cell must not touch torch (Colab's own CUDA torch must stay)")
+    later = [i for i, c in enumerate(code[1:], 2) if "pip install" in c.source or cfg["url"] in c.source]
+    assert not later, f"{md}: code cells {later} install perfkit again or repeat its URL"
 
 
 @pytest.mark.parametrize("md", CHAPTER_MDS)
@@ -143,6 +158,14 @@ def test_ipynb_is_in_sync_with_md(md, tmp_path):
 
 @pytest.fixture(scope="session")
 def built_book():
+    # PERFKIT_BOOK_PREBUILT=<--path-output folder of an earlier build>: test that build (developers
+    # re-running the page tests); CI always builds.
+    prebuilt = os.environ.get("PERFKIT_BOOK_PREBUILT")
+    if prebuilt and not IN_CI:
+        from site_helpers import BuildResult
+
+        yield BuildResult(0, "(prebuilt)", Path(prebuilt), 0.0)
+        return
     result = build_book(BUILD_TIMEOUT_S)
     yield result
     shutil.rmtree(result.out_dir, ignore_errors=True)
@@ -213,9 +236,10 @@ class LoadedPage:
         self.page, self.page_errors, self.blocked = page, page_errors, blocked
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def open_page(browser, server, npm_cdn):
-    """open_page("chapters/01_background") -> LoadedPage, hermetic: only 127.0.0.1 is reached."""
+    """open_page("chapters/01_background") -> LoadedPage, hermetic: only 127.0.0.1 is reached
+    (and the CDN's JS, answered from local npm tarballs)."""
     cdn, _ = npm_cdn
     contexts = []
 
@@ -249,55 +273,185 @@ def open_page(browser, server, npm_cdn):
 
 
 ERROR_OUTPUT_SELECTORS = ".output.error, .output.traceback"
+# What a page must never show: the build machine's paths, or a raw Python warning line.
+MACHINE_PATH = re.compile(r"(/work/|/home/|/tmp/|/root/|/usr/|site-packages|\.py:\d+)")
+RAW_WARNING = re.compile(r"\b[A-Z]\w*Warning: ")
+
+SNAPSHOT_JS = """box => { const gd = box.querySelector('.plotly-graph-div');
+    return JSON.stringify([gd.data.map(t => [t.x, t.y, t.text, t.visible]), gd.layout.title,
+                           gd.layout.shapes, gd.layout.annotations]); }"""
+
+
+def _move_controls(page) -> list[dict]:
+    """Move every Plotly slider and menu with the mouse to another state; report, per figure,
+    whether its data or title changed (the states were computed by perfkit at build time)."""
+    results = []
+    boxes = page.locator(".perfkit-interactive")
+    for i in range(boxes.count()):
+        box = boxes.nth(i)
+        gd = box.locator(".plotly-graph-div").first
+        info = {"name": gd.get_attribute("id"), "alt": box.get_attribute("aria-label") or "", "moved": []}
+        layout = gd.evaluate("gd => ({s: gd.layout.sliders || [], m: gd.layout.updatemenus || []})")
+        if layout["s"]:
+            before = box.evaluate(SNAPSHOT_JS)
+            rail = box.locator(".slider-rail-rect").first
+            rail.scroll_into_view_if_needed()
+            r = rail.bounding_box()
+            active, n = layout["s"][0].get("active", 0), len(layout["s"][0]["steps"])
+            x = r["x"] + r["width"] * (0.97 if active < n / 2 else 0.03)
+            page.mouse.click(x, r["y"] + r["height"] / 2)
+            page.wait_for_timeout(300)
+            info["moved"].append(["slider", box.evaluate(SNAPSHOT_JS) != before])
+        if layout["m"]:
+            before = box.evaluate(SNAPSHOT_JS)
+            header = box.locator(".updatemenu-header").first
+            header.scroll_into_view_if_needed()
+            header.click(timeout=5_000)
+            other = 1 if layout["m"][0].get("active", 0) == 0 else 0
+            try:
+                # a click event on the entry itself: the open menu's header group lies over its
+                # buttons for Playwright's hit test
+                box.locator(".updatemenu-dropdown-button").nth(other).dispatch_event("click", timeout=5_000)
+            except Exception as e:  # playwright TimeoutError: the menu did not open
+                info["moved"].append(["menu", f"could not pick another entry: {e}"])
+            else:
+                page.wait_for_timeout(300)
+                info["moved"].append(["menu", box.evaluate(SNAPSHOT_JS) != before])
+        results.append(info)
+    return results
+
+
+def _collect(lp: LoadedPage, entry: str) -> dict:
+    """Everything the page tests check, read from one page load."""
+    page = lp.page
+    facts = {"entry": entry, "blocked": lp.blocked}
+    h1 = page.locator("article h1")
+    facts["h1"] = h1.first.inner_text().strip() if h1.count() else ""
+    facts.update(page.evaluate("""() => {
+        const imgs = Array.from(document.querySelectorAll('article img'));
+        const outs = Array.from(document.querySelectorAll('article .cell_output'));
+        return {
+          broken: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute('src')),
+          // (the ipywidget explorers' images, drawn by the widget manager, are not the page's figures)
+          figures: Array.from(document.querySelectorAll('article .cell_output img'))
+              .filter(i => i.naturalWidth > 0 && !i.closest('.jupyter-widgets'))
+              .map(i => [i.getAttribute('src'), i.getAttribute('alt') || '']),
+          outputs: outs.map(e => e.innerText),
+          stderr: Array.from(document.querySelectorAll('.output.stderr')).map(e => e.innerText),
+          colab: Array.from(document.querySelectorAll('a[href*="colab.research.google.com"]')).map(a => a.href),
+          dropdowns: Array.from(document.querySelectorAll('article details.sd-dropdown'))
+              .map(d => [d.open, d.querySelector('summary').innerText.trim()]),
+          interactive: document.querySelectorAll('.perfkit-interactive').length,
+          widget_views: document.querySelectorAll(
+              'script[type="application/vnd.jupyter.widget-view+json"]').length,
+        };
+    }"""))
+    facts["errors"] = [e.inner_text()[:2000] for e in page.locator(ERROR_OUTPUT_SELECTORS).all()]
+    if facts["interactive"]:
+        try:
+            page.wait_for_function(
+                """n => document.querySelectorAll('.perfkit-interactive .plotly-graph-div .main-svg').length >= n""",
+                arg=facts["interactive"], timeout=PAGE_TIMEOUT_MS)
+        except Exception as e:  # playwright TimeoutError: Plotly did not draw
+            facts["moves"] = f"the interactive figures did not render: {e}"
+        else:
+            facts["moves"] = _move_controls(page)
+    if facts["dropdowns"]:
+        first = page.locator("article details.sd-dropdown summary").first
+        first.click()
+        facts["dropdown_opens"] = page.evaluate(
+            "() => document.querySelector('article details.sd-dropdown').open")
+    if facts["widget_views"]:
+        try:
+            page.wait_for_function(
+                """n => Array.from(document.querySelectorAll('.jupyter-widgets'))
+                    .filter(e => !e.parentElement.closest('.jupyter-widgets')).length >= n""",
+                arg=facts["widget_views"], timeout=PAGE_TIMEOUT_MS)
+            facts["widgets_rendered"] = True
+        except Exception as e:  # playwright TimeoutError
+            facts["widgets_rendered"] = str(e)
+    facts["page_errors"] = [e for e in lp.page_errors if not any(p.search(e) for p in IGNORED_PAGE_ERRORS)]
+    return facts
+
+
+@pytest.fixture(scope="session")
+def page_facts(open_page, npm_cdn):
+    """page_facts(entry) -> the facts of that page, from one page load per entry (cached)."""
+    cache: dict[str, dict] = {}
+
+    def _facts(entry: str) -> dict:
+        if entry not in cache:
+            lp = open_page(entry)
+            try:
+                cache[entry] = _collect(lp, entry)
+            finally:
+                lp.page.context.close()
+        return cache[entry]
+
+    return _facts
 
 
 @pytest.mark.parametrize("entry", TOC_FILES)
-def test_page_renders(open_page, entry):
-    lp = open_page(entry)
-    page = lp.page
-    h1 = page.locator("article h1")
-    assert h1.count() >= 1 and h1.first.inner_text().strip(), f"{entry}: no <h1> in the article"
-
-    broken = page.evaluate("""() => Array.from(document.querySelectorAll('article img'))
-        .filter(img => !(img.complete && img.naturalWidth > 0)).map(img => img.getAttribute('src'))""")
-    assert not broken, f"{entry}: images that did not load: {broken}"
-
-    errors = page.locator(ERROR_OUTPUT_SELECTORS)
-    assert errors.count() == 0, f"{entry}: error output in the page:\n{errors.first.inner_text()[:2000]}"
-    tracebacks = page.evaluate("""() => Array.from(document.querySelectorAll('.cell_output'))
-        .map(e => e.innerText).filter(t => /Traceback \\(most recent call last\\)/.test(t))""")
+def test_page_renders(page_facts, entry):
+    f = page_facts(entry)
+    assert f["h1"], f"{entry}: no <h1> in the article"
+    assert not f["broken"], f"{entry}: images that did not load: {f['broken']}"
+    assert not f["errors"], f"{entry}: error output in the page:\n{f['errors'][0]}"
+    tracebacks = [t for t in f["outputs"] if re.search(r"Traceback \(most recent call last\)", t)]
     assert not tracebacks, f"{entry}: a cell output contains a traceback:\n{tracebacks[0][:2000]}"
-    stderr_errors = page.evaluate("""() => Array.from(document.querySelectorAll('.output.stderr'))
-        .map(e => e.innerText).filter(t => /Traceback|\\w*Error\\b/.test(t))""")
+    stderr_errors = [t for t in f["stderr"] if re.search(r"Traceback|\w*Error\b", t)]
     assert not stderr_errors, f"{entry}: stderr output reports an error:\n{stderr_errors[0][:2000]}"
+    assert not f["page_errors"], f"{entry}: JavaScript errors: {f['page_errors']}"
 
-    real = [e for e in lp.page_errors if not any(p.search(e) for p in IGNORED_PAGE_ERRORS)]
-    assert not real, f"{entry}: JavaScript errors: {real}"
+
+@pytest.mark.parametrize("entry", TOC_FILES)
+def test_no_machine_path_or_raw_warning(page_facts, entry):
+    f = page_facts(entry)
+    for text in f["outputs"]:
+        m = MACHINE_PATH.search(text) or RAW_WARNING.search(text)
+        assert not m, (f"{entry}: a cell output shows {m.group(0)!r} (a machine path or a raw warning); "
+                       f"say it in a caption or a note instead:\n{text[max(0, m.start() - 300):m.end() + 300]}")
 
 
 @pytest.mark.parametrize("entry", TOC_CHAPTERS)
-def test_chapter_has_a_figure(open_page, entry):
-    page = open_page(entry).page
-    n = page.evaluate("""() => Array.from(document.querySelectorAll('article .cell_output img'))
-        .filter(img => img.naturalWidth > 0).length""")
-    assert n >= 1, f"{entry}: no figure among the cell outputs (every chapter draws at least one)"
-
-
-@pytest.mark.parametrize("entry", TOC_CHAPTERS)
-def test_no_figure_is_shown_twice(open_page, entry):
+def test_chapter_figures(page_facts, entry):
+    f = page_facts(entry)
+    srcs = [src for src, _ in f["figures"]]
+    assert srcs, f"{entry}: no figure among the cell outputs (every chapter draws at least one)"
     # A cell whose last line returns a Figure would otherwise show it twice (inline backend + repr).
-    page = open_page(entry).page
-    srcs = page.evaluate("""() => Array.from(document.querySelectorAll('article .cell_output img'))
-        .map(img => img.getAttribute('src'))""")
     twice = sorted({s for s in srcs if srcs.count(s) > 1})
     assert not twice, f"{entry}: the same figure appears more than once: {twice}"
+    no_alt = [src[:60] for src, alt in f["figures"]
+              if len(alt) < 20 or alt.endswith(".png") or alt.startswith(("../", "data:"))]
+    assert not no_alt, (f"{entry}: figures without alt text (give the cell `mystnb: image: alt: ...` "
+                        f"metadata): {no_alt}")
 
 
 @pytest.mark.parametrize("entry", TOC_CHAPTERS)
-def test_colab_link(open_page, entry):
-    page = open_page(entry).page
-    hrefs = page.evaluate("""() => Array.from(document.querySelectorAll('a[href*="colab.research.google.com"]'))
-        .map(a => a.href)""")
+def test_interactive_figures_move_without_a_kernel(page_facts, entry):
+    f = page_facts(entry)
+    assert f["interactive"] >= 1, f"{entry}: no interactive figure (perfkit.interactive) in the page"
+    moves = f.get("moves")
+    assert isinstance(moves, list), f"{entry}: {moves}"
+    for fig in moves:
+        assert fig["name"] and len(fig["alt"]) >= 20, f"{entry}: an interactive figure without id or alt: {fig}"
+        assert fig["moved"], f"{entry}: {fig['name']} has no slider or menu"
+        for control, changed in fig["moved"]:
+            assert changed is True, f"{entry}: moving the {control} of {fig['name']} did not change the figure ({changed})"
+
+
+@pytest.mark.parametrize("entry", TOC_CHAPTERS)
+def test_solutions_are_folded(page_facts, entry):
+    f = page_facts(entry)
+    solutions = [d for d in f["dropdowns"] if d[1].startswith("Solution")]
+    assert solutions, f"{entry}: no folded solution (:::{{dropdown}} Solution)"
+    assert not any(is_open for is_open, _ in solutions), f"{entry}: a solution is shown unfolded"
+    assert f.get("dropdown_opens") is True, f"{entry}: clicking a solution did not unfold it"
+
+
+@pytest.mark.parametrize("entry", TOC_CHAPTERS)
+def test_colab_link(page_facts, entry):
+    hrefs = page_facts(entry)["colab"]
     assert hrefs, f"{entry}: no Colab launch link"
     cfg = load_yaml("_config.yml")["repository"]
     repo_path = urlparse(cfg["url"]).path.strip("/")
@@ -313,23 +467,38 @@ def test_colab_link(open_page, entry):
             assert not ignored, f"{entry}: {rel} is git-ignored, so Colab would not find it on GitHub"
 
 
-def test_widgets_render(open_page, npm_cdn, site):
+def test_widgets_render(page_facts, npm_cdn):
     """Every saved widget view on every page renders (from the widget state saved at build time)."""
-    pages = [e for e in TOC_FILES
-             if "application/vnd.jupyter.widget-view+json" in (site / f"{e}.html").read_text(encoding="utf-8")]
+    cdn, why = npm_cdn
+    facts = [page_facts(e) for e in TOC_FILES]
+    pages = [f for f in facts if f["widget_views"]]
     if not pages:
         pytest.skip("no page of the book displays an ipywidget")
-    cdn, why = npm_cdn
     if cdn is None:
         _skip_or_fail(f"widget JS not available offline: {why}")
-    for entry in pages:
-        page = open_page(entry).page
-        views = page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
-        # Each rendered view is a top-level `.jupyter-widgets` element (controls nest inside it).
-        try:
-            page.wait_for_function(
-                """n => Array.from(document.querySelectorAll('.jupyter-widgets'))
-                    .filter(e => !e.parentElement.closest('.jupyter-widgets')).length >= n""",
-                arg=views, timeout=PAGE_TIMEOUT_MS)
-        except Exception as e:  # playwright TimeoutError
-            pytest.fail(f"{entry}: {views} widget view(s) saved in the page, but they did not render: {e}")
+    for f in pages:
+        assert f["widgets_rendered"] is True, (f"{f['entry']}: {f['widget_views']} widget view(s) saved in "
+                                               f"the page, but they did not render: {f['widgets_rendered']}")
+
+
+def test_landing_page_shows_the_point(page_facts, site):
+    f = page_facts(TOC_FILES[0])
+    assert f["figures"] or f["interactive"], "the landing page shows no figure"
+    html = (site / "index.html").read_text(encoding="utf-8")
+    if 'http-equiv="Refresh"' in html or "http-equiv=\"refresh\"" in html.lower():
+        html = (site / f"{TOC_FILES[0]}.html").read_text(encoding="utf-8")
+    assert 'class="perfkit-verdicts"' in html, "the landing page has no book-wide verdict table"
+    for chapter in ("02_gemm", "03_fully_connected", "04_recurrent", "05_convolutions", "06_memory_limited"):
+        assert f'href="chapters/{chapter}.html#verdict"' in html, f"the verdict table does not link {chapter}"
+
+
+# A page's own HTML (figures' data included, images and the shared JS not): what a reader on a slow
+# connection downloads per page beyond what the browser caches.
+MAX_PAGE_HTML_BYTES = 1_500_000
+
+
+@pytest.mark.parametrize("entry", TOC_FILES)
+def test_page_weight(site, entry):
+    size = (site / f"{entry}.html").stat().st_size
+    assert size < MAX_PAGE_HTML_BYTES, (f"{entry}.html is {size / 1e6:.2f} MB (limit "
+                                        f"{MAX_PAGE_HTML_BYTES / 1e6:.1f} MB): fewer or smaller figure states")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import textwrap
 from typing import Any, Callable, Iterable, Iterator
 
 import pandas as pd
@@ -178,6 +179,9 @@ def sweep(points: Iterable[Any], measure: Callable[[Any], dict], *, on_row=None,
           desc: str = "") -> pd.DataFrame:
     """Measure each point, hand each row to ``on_row`` as soon as it exists, return all rows.
 
+    Noisy timings (:class:`~perfkit.timing.NoiseWarning`) are counted, not warned about one by
+    one: one short note is printed at the end, and each row's ``iqr_s`` says how noisy it was.
+
     If the sweep is interrupted, the rows already handed to ``on_row`` are kept by the caller.
     """
     import warnings
@@ -203,10 +207,10 @@ def sweep(points: Iterable[Any], measure: Callable[[Any], dict], *, on_row=None,
             if on_row is not None:
                 on_row(row)
     finally:
-        if noisy:
-            warnings.warn(f"{desc or 'sweep'}: {noisy} of {len(rows)} measurements had an IQR above 10 % of "
-                          "the median (the machine was busy); their iqr_s column shows by how much",
-                          NoiseWarning, stacklevel=2)
+        if noisy:  # a short note for the reader, not a warning with this file's path
+            print(textwrap.fill(f"Note: {noisy} of {len(rows)} {desc or 'sweep'} timings were noisy (an IQR "
+                                "above 10 % of the median, or too few samples: the machine was busy); "
+                                "the iqr_s column says by how much.", 88, subsequent_indent="  "))
     return pd.DataFrame(rows)
 
 

@@ -39,7 +39,10 @@ __all__ = ["plot_advice_vs_measured", "plot_fix_savings", "plot_savings", "plot_
 
 #: The kinds of work a step is split into: GEMMs by kind, then every memory-bound op.
 KINDS = ("linear", "conv", "attention", "matmul", "rnn", "memory-bound")
-_COLOURS = {"linear": "C0", "conv": "C2", "attention": "C4", "matmul": "C5", "rnn": "C3", "memory-bound": "0.7"}
+#: The colour of each kind of work (matplotlib colour names).
+KIND_COLOURS = {"linear": "C0", "conv": "C2", "attention": "C4", "matmul": "C5", "rnn": "C3", "memory-bound": "0.7"}
+#: The colour of each rule's bars (matplotlib's cycle without its gray, C7, which marks unpriced work).
+RULE_COLOURS = {r: f"C{i if i < 7 else i + 1}" for i, r in enumerate(RULES)}
 _MARKERS = {"linear": "o", "conv": "s", "attention": "^", "matmul": "v", "rnn": "D", "memory-bound": "X"}
 # torch functions (the experiments' ``op`` column) → the advisor's GEMM kinds
 _FUNCTIONS = {"conv1d": "conv", "conv2d": "conv", "scaled_dot_product_attention": "attention", "lstm": "rnn",
@@ -110,7 +113,7 @@ def plot_step_breakdown(advices: Advice | Mapping[str, Advice] | None, *, ax: Ax
     left = np.zeros(len(named))
     for kind in drawn:
         width = np.array([shares[n][kind] for n in named])
-        ax.barh(y, width, left=left, height=0.6, color=_COLOURS[kind], edgecolor="white", label=kind)
+        ax.barh(y, width, left=left, height=0.6, color=KIND_COLOURS[kind], edgecolor="white", label=kind)
         for yi, li, wi in zip(y, left, width):
             if wi >= 0.06:
                 ax.annotate(format_percent(wi), (li + wi / 2, yi), ha="center", va="center", fontsize=7)
@@ -142,7 +145,7 @@ def plot_savings(advices: Advice | Mapping[str, Advice] | None, *, ax: Axes | No
     priced = t["share"].notna() & (t["share"] > 0)
     ax = single_axes(ax, height=1.5 + 0.3 * len(t))
     y = np.arange(len(t))[::-1].astype(float)
-    colours = {r: f"C{i}" for i, r in enumerate(RULES)}
+    colours = RULE_COLOURS
     ax.barh(y[priced.to_numpy()], t.loc[priced, "share"], height=0.7,
             color=[colours[r] for r in t.loc[priced, "rule"]])
     for yi, r, ok in zip(y, t.itertuples(), priced):
@@ -245,7 +248,7 @@ def plot_fix_savings(frame: pd.DataFrame | None, source: Source | str | None = N
     fig, axes = new_figure(height=1.9 + 0.42 * n)
     ax = axes[0, 0]
     y = np.arange(n)[::-1].astype(float)
-    colours = {r: f"C{i}" for i, r in enumerate(RULES)}
+    colours = RULE_COLOURS
     colour = [colours.get(r, "black") for r in shown["rule"]]
     measured, predicted = shown["measured_saving_s"].to_numpy(float), shown["predicted_saving_s"].to_numpy(float)
     ax.barh(y + 0.2, np.nan_to_num(measured), height=0.38, color=colour)

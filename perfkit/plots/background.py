@@ -51,6 +51,46 @@ def _model_of(sms: int) -> Source:
     return Source("model", f"a GPU with {sms} SMs", detail="no measurement")
 
 
+#: Font size (points) of the names and ridge labels on a roofline.
+_LABEL_PT = 8
+#: Vertical distance between two stacked names, and from a marker to its name (points).
+_LINE_PT, _DROP_PT, _SHIFT_PT = 12.0, 16.0, 10.0
+#: Room kept above the highest roof for its ridge label and the legend (points).
+_HEADROOM_PT = 44.0
+_BOX = {"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85}
+
+
+def _axes_points(ax: Axes) -> tuple[float, float]:
+    """Width and height of ``ax`` in points, shrunk a little for the room a layout will take."""
+    box = ax.get_window_extent()
+    scale = 72.0 / ax.figure.dpi
+    return box.width * scale * 0.9, box.height * scale * 0.8
+
+
+def _place_names(points: list[tuple[str, float, float]], xlim: tuple[float, float],
+                 ylim: tuple[float, float], size_pt: tuple[float, float]) -> list[tuple[float, float]]:
+    """Positions (data coordinates) of the names of markers at ``points`` = ``(name, x, y)``.
+
+    Each name starts below and to the right of its marker, under the roof; names whose boxes would
+    overlap are pushed down, one text line at a time, so that none covers another (log axes).
+    """
+    (x0, x1), (y0, y1), (w_pt, h_pt) = np.log10(xlim), np.log10(ylim), size_pt
+    per_x, per_y = (x1 - x0) / w_pt, (y1 - y0) / h_pt  # decades per point
+    line, width = _LINE_PT * per_y, [0.5 * _LABEL_PT * len(n) * per_x for n, _, _ in points]
+    want = [(np.log10(x) + _SHIFT_PT * per_x, np.log10(y) - _DROP_PT * per_y) for _, x, y in points]
+    placed: dict[int, tuple[float, float]] = {}
+    for i in sorted(range(len(points)), key=lambda i: -want[i][1]):
+        x, y = want[i]
+        clash = True
+        while clash:
+            clash = False
+            for j, (xj, yj) in placed.items():
+                if x < xj + width[j] and xj < x + width[i] and abs(y - yj) < line:
+                    y, clash = yj - line, True
+        placed[i] = (x, y)
+    return [(10 ** placed[i][0], 10 ** placed[i][1]) for i in range(len(points))]
+
+
 def plot_roofline(operations: Iterable[Operation] | None, specs: DeviceSpec | Sequence[DeviceSpec],
                   dtype: Any = "float16", *, ax: Axes | None = None, source: Source | str | None = None,
                   ceilings: Mapping | Sequence[Mapping] | None = None) -> Figure:
@@ -58,8 +98,10 @@ def plot_roofline(operations: Iterable[Operation] | None, specs: DeviceSpec | Se
 
     Log-log axes: arithmetic intensity (FLOP/byte) against attainable TFLOP/s. Each device's ridge
     point (ops:byte) is marked; each operation sits at its intensity on every device's roof and is
-    named once. ``ceilings`` — ``{"label": str, "flops": FLOP/s, "bandwidth": bytes/s}`` or a list of
-    them — adds measured roofs, dashed. The caption is ``source``, by default each spec's
+    named once, under the highest roof, names stacked so that none covers another. An operation
+    with no FLOPs cannot sit on a log axis: a note names it. ``ceilings`` —
+    ``{"label": str, "flops": FLOP/s, "bandwidth": bytes/s}`` or a list of them — adds measured
+    roofs, dashed. The caption is ``source``, by default each spec's
     :func:`~perfkit.provenance.modelled` label.
     """
     specs = _as_specs(specs)
@@ -70,10 +112,13 @@ def plot_roofline(operations: Iterable[Operation] | None, specs: DeviceSpec | Se
             raise TypeError(f"operations must hold Operation objects, got {op!r}")
     ceils = _ceilings(ceilings)
     ax = single_axes(ax, height=4.8)
+    placed = sorted((op for op in ops if op.intensity > 0), key=lambda op: op.intensity)
 
-    xs = [op.intensity for op in ops if op.intensity > 0] + [s.ops_per_byte(dtype) for s in specs]
+    xs = [op.intensity for op in placed] + [s.ops_per_byte(dtype) for s in specs]
     xs += [c["flops"] / c["bandwidth"] for c in ceils]
     x = np.geomspace(min(0.1, min(xs) / 3), max(1e4, max(xs) * 3), 400)
+    ys = [attainable_flops(x[0], s, dtype) / TERA for s in specs] + [s.peak_flops(dtype) / TERA for s in specs]
+    ys += [min(c["flops"], x[0] * c["bandwidth"]) / TERA for c in ceils] + [c["flops"] / TERA for c in ceils]
 
     for i, spec in enumerate(specs):
         color, peak = f"C{i}", spec.peak_flops(dtype)
@@ -81,30 +126,48 @@ def plot_roofline(operations: Iterable[Operation] | None, specs: DeviceSpec | Se
         ax.plot(x, attainable_flops(x, spec, dtype) / TERA, color=color, lw=2,
                 label=_roof_label(spec.label, peak, spec.mem_bandwidth))
         ax.plot([ridge], [peak / TERA], "o", color=color, ms=6)
-        ax.annotate(f"ops:byte {ridge:.3g}", (ridge, peak / TERA), xytext=(-6, 6), textcoords="offset points",
-                    fontsize=8, color=color, ha="right")
-        for op in ops:
-            if op.intensity > 0:
-                ax.plot([op.intensity], [attainable_flops(op.intensity, spec, dtype) / TERA], "s", ms=6,
-                        mfc=color, mec="black", zorder=3)
+        ax.annotate(f"ops:byte {ridge:.3g}", (ridge, peak / TERA), xytext=(4, 5), textcoords="offset points",
+                    fontsize=_LABEL_PT, color=color, ha="left", va="bottom", bbox=_BOX, zorder=4)
+        for op in placed:
+            ax.plot([op.intensity], [attainable_flops(op.intensity, spec, dtype) / TERA], "s", ms=6,
+                    mfc=color, mec="black", zorder=3)
 
     for j, c in enumerate(ceils):
         ax.plot(x, np.minimum(c["flops"], x * c["bandwidth"]) / TERA, "--", color=f"C{len(specs) + j}", lw=1.5,
                 label=_roof_label(c.get("label", "measured"), c["flops"], c["bandwidth"]))
 
-    placed = sorted((op for op in ops if op.intensity > 0), key=lambda op: op.intensity)
-    for k, op in enumerate(placed):  # named on the highest roof, where the markers are furthest apart
-        y = max(attainable_flops(op.intensity, s, dtype) for s in specs) / TERA
-        ax.annotate(op.name, (op.intensity, y), xytext=(6, 8 if k % 2 == 0 else -14), textcoords="offset points",
-                    fontsize=8)
+    # Axis limits first (every marker, the roofs and room above them), then the names under the roof.
+    w_pt, h_pt = _axes_points(ax)
+    lo, hi = np.log10(min(ys) / 2), np.log10(max(ys))
+    hi += (hi - lo) * _HEADROOM_PT / (h_pt - _HEADROOM_PT)
+    xlim, ylim = (x[0] / 1.3, x[-1] * 1.3), (10 ** lo, 10 ** hi)
+    tops = [(op.name, op.intensity, max(attainable_flops(op.intensity, s, dtype) for s in specs) / TERA)
+            for op in placed]
+    spots = _place_names(tops, xlim, ylim, (w_pt, h_pt))
+    for (name, xi, yi), (xt, yt) in zip(tops, spots):
+        ax.annotate(name, (xi, yi), xytext=(xt, yt), fontsize=_LABEL_PT, ha="left", va="center", bbox=_BOX,
+                    zorder=5, arrowprops={"arrowstyle": "-", "lw": 0.6, "color": "0.35", "shrinkA": 0,
+                                          "shrinkB": 4})
+    if spots:  # a name pushed far down, or far right, widens the axes rather than leave them
+        per_x = (np.log10(xlim[1]) - np.log10(xlim[0])) / w_pt
+        right = max(np.log10(xt) + 0.5 * _LABEL_PT * len(n) * per_x for (n, _, _), (xt, _) in zip(tops, spots))
+        xlim = (xlim[0], max(xlim[1], 10 ** (right + 0.05)))
+        ylim = (min(ylim[0], min(yt for _, yt in spots) / 2), ylim[1])
+    left_out = [op.name for op in ops if op.intensity <= 0]
+    if left_out:
+        ax.text(0.99, 0.02, "not drawn (0 FLOP/byte has no place on a log axis): " + ", ".join(left_out),
+                transform=ax.transAxes, ha="right", va="bottom", fontsize=7, color="0.3", wrap=True)
 
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.set_xlim(*xlim)
+    ax.set_ylim(*ylim)
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel(f"attainable {dtype} TFLOP/s")
     heading(ax, f"Roofline, {dtype}", source if source is not None else caption([modelled(s) for s in specs]))
-    ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.grid(True, which="minor", alpha=0.1)
+    ax.legend(fontsize=_LABEL_PT, loc="upper left", framealpha=0.9)
     return ax.figure
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import NullLocator
+from matplotlib.ticker import MaxNLocator, NullLocator
 
 from ..provenance import Source, caption
 from ._common import frame_source, heading, named_frames, new_figure, no_data, say, single_axes, time_axis
@@ -51,7 +51,7 @@ def plot_conv_passes(frame: pd.DataFrame | None, source: Source | str | None = N
     time_axis(ax, log=True)
     ax.set_xticks(range(len(layers)), layers, fontsize=7)
     ax.grid(True, axis="y", which="both", alpha=0.25)
-    ax.legend(fontsize=7, ncol=4)
+    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.08), frameon=False)
     r = frame.iloc[0]
     heading(ax, f"Three passes of ResNet-50 convolutions, batch {int(r['N'])}, {r['dtype']}", label)
     return ax.figure
@@ -128,6 +128,7 @@ def plot_first_layer(frame: pd.DataFrame | None, source: Source | str | None = N
             ax.annotate(f"{base[r['stem']] / r['time_s']:.2f}×", (right, yi), ha="right", va="center", fontsize=7)
         ax.set_yticks(y, [_first_label(r) for _, r in g.iterrows()], fontsize=7)
         time_axis(ax, phase, axis="x")
+        ax.xaxis.set_major_locator(MaxNLocator(3))
         ax.set_xlim(0, right)
         ax.grid(True, axis="x", alpha=0.25)
     r = frame.iloc[0]
@@ -158,7 +159,8 @@ def plot_conv_layout(frame: pd.DataFrame | None, source: Source | str | None = N
         time_axis(ax, what, log=True)
         ax.set_xticks(range(len(layers)), [n.replace(", ", "\n") for n in layers], fontsize=6)
         ax.grid(True, axis="y", which="both", alpha=0.25)
-    axes[0, 0].legend(fontsize=6)
+    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside lower center", ncol=3, fontsize=7,
+               frameon=False)
     r = frame.iloc[0]
     heading(fig, f"Layouts and autotuning: forward convolutions, batch {int(r['N'])}, {r['dtype']}", label)
     return fig
@@ -192,6 +194,7 @@ def plot_conv_params(frame: pd.DataFrame | None, source: Source | str | None = N
                 ax.set_xscale("log", base=2)
                 ax.xaxis.set_minor_locator(NullLocator())
             ax.set_xticks(g["swept"].unique(), [str(v) for v in g["swept"].unique()])
+            ax.tick_params(axis="x", labelsize=8)
             ax.grid(True, alpha=0.25)
     axes[1, 0].set_ylabel("TFLOP/s")
     axes[0, 0].legend(fontsize=7)

@@ -247,19 +247,19 @@ def plot_vocab_padding(frame: pd.DataFrame | None, source: Source | str | None =
         ax.barh(y, t, color=colors, alpha=1.0 if measured else 0.6)
         if measured:
             ax.plot(g["predicted_s"], y, "|", color="black", ms=14, mew=2)
-        right = 1.25 * np.nanmax([t.max(), g["predicted_s"].max()])
+        right = 1.4 * np.nanmax([t.max(), g["predicted_s"].max()])
         for yi, ti in zip(y, t):
             if len(base):
                 ratio = base.iloc[0] / ti
                 ax.annotate(f"{ratio:.{3 if abs(ratio - 1) < 0.05 else 2}f}×", (right, yi), ha="right",
-                            va="center", fontsize=7)
-        ax.set_yticks(y, [_variant(r) for _, r in g.iterrows()], fontsize=7)
+                            va="center", fontsize=8)
+        ax.set_yticks(y, [_variant(r) for _, r in g.iterrows()], fontsize=8)
         time_axis(ax, phase + ("" if measured else " (model)"), axis="x")
         ax.xaxis.set_major_locator(MaxNLocator(4))
         ax.set_xlim(0, right)
         ax.grid(True, axis="x", alpha=0.25)
     r = frame.iloc[0]
-    what = "black: model" if measured else "model only"
-    heading(fig, f"Vocabulary padding: {int(r['in_features'])} → {int(r['vocab'])} logits at {int(r['tokens'])} "
-                 f"tokens, {r['dtype']}; right: speedup over the unpadded layer; {what}", label)
+    what = "black ticks: the model" if measured else "the model only"
+    heading(fig, f"Vocabulary padding: {int(r['in_features'])} → {int(r['vocab'])} logits, {int(r['tokens'])} "
+                 f"tokens, {r['dtype']}\nright: speedup over the unpadded nn.Linear; {what}", label)
     return fig

@@ -61,27 +61,32 @@ def plot_fusion(frame: pd.DataFrame | None, source: Source | str | None = None) 
         ax_t.plot(p["predicted_s_c"], y - 0.2, "|", color="black", ms=12, mew=2)
     for yi, ti, ci in zip(y, t_c, p["compile_s_c"]):
         if np.isfinite(ci) and np.isfinite(ti):
-            ax_t.annotate(f" compile {format_time(ci)}", (ti, yi - 0.2), va="center", fontsize=6)
+            ax_t.annotate(f" compile {format_time(ci)}", (ti, yi - 0.2), va="center", fontsize=7)
     ax_t.set_yticks(y, [_case(r) for _, r in p.iterrows()], fontsize=7)
     time_axis(ax_t, "duration" + ("" if measured else " (model)"), axis="x")
     saved, predicted = p["time_s"] - p["time_s_c"], p["predicted_s"] - p["predicted_s_c"]
     if saved.notna().any():
-        ax_s.barh(y + 0.2, saved.fillna(0), height=0.38, color="C2", label="measured")
+        ax_s.barh(y + 0.2, saved.fillna(0), height=0.38, color="C2", label="time saved, measured")
     if predicted.notna().any():
         ax_s.barh(y - 0.2, predicted.fillna(0), height=0.38, color="white", edgecolor="C2", hatch="///",
-                  label="byte model")
+                  label="time saved, byte model")
     ends = np.fmax(saved.clip(lower=0).fillna(0), predicted.clip(lower=0).fillna(0))
     for yi, end, b in zip(y, ends, p["bytes_eager"] - p["bytes_fused"]):
         ax_s.annotate(f"{b / 1e6:.3g} MB fewer", (end, yi), xytext=(3, 0), textcoords="offset points", va="center",
-                      fontsize=6)
+                      fontsize=7)
     ax_s.axvline(0, color="black", lw=0.8)
-    ax_s.margins(x=0.35)
+    ax_s.margins(x=0.45)
     ax_s.set_yticks(y, [""] * len(y))
     time_axis(ax_s, "time saved (eager − compiled)", axis="x")
+    handles, names = [], []
     for ax in (ax_t, ax_s):
         ax.grid(True, axis="x", alpha=0.25)
         ax.xaxis.set_major_locator(MaxNLocator(4))
-        ax.legend(fontsize=7, loc="best")
+        for handle, name in zip(*ax.get_legend_handles_labels()):
+            handles.append(handle)
+            names.append(name)
+    # one legend below both panels: inside either, it would cover a bar
+    fig.legend(handles, names, loc="outside lower center", ncol=len(names), fontsize=7, frameon=False)
     dtype = frame["dtype"].iloc[0]
     heading(fig, f"Fusion: the ops after a GEMM, eager against torch.compile ({dtype})", label)
     return fig
@@ -133,7 +138,7 @@ def plot_network_breakdown(frame: pd.DataFrame | None, source: Source | str | No
         else:
             time_axis(ax, "forward + backward, all layers")
             ax.set_ylim(0, 1.45 * ax.get_ylim()[1])
-        ax.legend(fontsize=6, loc="upper left", ncol=2 if k == 0 else 1)
+        ax.legend(fontsize=7, loc="upper left")
     r = frame.iloc[0]
     hatched = "; hatched: model" if measured.notna().any().any() and predicted.notna().any().any() else ""
     heading(fig, f"Where a small CNN's time goes: batch {int(r['batch'])}, {r['dtype']}{hatched}", label)

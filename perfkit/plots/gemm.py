@@ -71,7 +71,8 @@ def plot_alignment(frame: pd.DataFrame | None, source: Source | str | None = Non
     ax.set_ylabel("duration / median aligned duration")
     heading(ax, "Alignment: duration as K steps by one element", label)
     ax.grid(True, alpha=0.25)
-    ax.legend(fontsize=8)
+    # Below the axes: the unaligned points fill the whole plot, so no corner is free for a legend.
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
     return ax.figure
 
 

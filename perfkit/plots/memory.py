@@ -104,9 +104,21 @@ def _time_vs_bytes(frame: pd.DataFrame, keys: list[str], colours: dict, title: s
     _gbps_axis(ax_g, ceiling)
     for ax in (ax_t, ax_g):
         _bytes_axis(ax, "bytes moved per pass (pk.layer_bytes)")
-        ax.legend(fontsize=7, ncol=3)
+    _shared_legend(fig, (ax_t, ax_g), ncol=3)
     heading(fig, title + ("" if measured else " (model only)"), caption_text)
     return fig
+
+
+def _shared_legend(fig: Figure, axes: Iterable[Axes], *, ncol: int) -> None:
+    """One legend below every panel (the panels share their series), each label once, so that no
+    legend covers data."""
+    entries: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    if entries:
+        fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncol=ncol, fontsize=7,
+                   frameon=False)
 
 
 def plot_activation_sizes(frame: pd.DataFrame | None, source: Source | str | None = None, *,
@@ -176,7 +188,7 @@ def plot_batchnorm_sizes(frame: pd.DataFrame | None, source: Source | str | None
             ax.xaxis.set_major_formatter(EngFormatter())
             ax.set_xlabel(f"input elements (N·{int(part['C'].iloc[0])}·H·W)")
             ax.grid(True, which="both", alpha=0.25)
-            ax.legend(fontsize=7)
+    _shared_legend(fig, axes.ravel(), ncol=3)
     heading(fig, f"Batch norm in training mode, {frame['dtype'].iloc[0]}: NCHW against NHWC, persistent against "
                  "two-pass bytes", _sources(label, ceiling, ceiling_source))
     return fig

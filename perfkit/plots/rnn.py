@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, LogFormatter
 
 from ..provenance import Source, caption
 from ..shapes import RNN_GATES
@@ -87,8 +87,10 @@ def plot_rnn_hidden(frame: pd.DataFrame | None, source: Source | str | None = No
                 sel = kinds == k
                 ax.plot(g["hidden"][sel], g["tflops"][sel], "os"[j % 2], ms=4, color=colours[k],
                         label=k if j == 0 and ax is axes[0, 0] else None)
-            ax.annotate(f"batch {b}", (g["hidden"].iloc[-1], g["tflops"].iloc[-1]), fontsize=7)
+            ax.annotate(f"batch {b}", (g["hidden"].iloc[-1], g["tflops"].iloc[-1]), fontsize=7, ha="left",
+                        va="center", xytext=(5, 0), textcoords="offset points")
         ax.set_title(f"{cell} (M = {RNN_GATES[cell]}·H)", fontsize=9)
+        ax.margins(x=0.16)  # room for the "batch b" labels right of each line
         ax.set_xlabel("hidden size H")
         ax.grid(True, alpha=0.25)
     axes[0, 0].set_ylabel("TFLOP/s (dashed: model)")
@@ -130,9 +132,25 @@ def plot_rnn_batch(frame: pd.DataFrame | None, source: Source | str | None = Non
             _log2(ax, "minibatch (N of the GEMM)")
             for b in (8, 128):
                 ax.axvline(b, color="gray", lw=0.5, ls=":")
-        axes[0, col].legend(fontsize=6)
+    _shared_legend(fig, axes)
     heading(fig, f"Minibatch: the recurrent GEMM (gates·H, batch, H), {frame['dtype'].iloc[0]}", caption(labels))
     return fig
+
+
+def _shared_legend(fig: Figure, axes: np.ndarray) -> None:
+    """One legend for all panels, below them (each label once), so that no legend covers data."""
+    seen: dict[str, object] = {}
+    for ax in axes.flat:
+        for handle, text in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(text, handle)
+    if seen:
+        fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncol=min(len(seen), 4), fontsize=7)
+
+
+def _plain_log_labels(ax: Axes) -> None:
+    """Label a log y axis with plain numbers (2, 3, 10), not 2×10⁰."""
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
 
 
 def _shape_label(r) -> str:
@@ -163,9 +181,10 @@ def plot_rnn_layers(frame: pd.DataFrame | None, source: Source | str | None = No
     time_axis(axes[0, 0], "duration per time step", log=True)
     axes[1, 0].axhline(1, color="gray", lw=0.8)
     axes[1, 0].set_yscale("log")
+    _plain_log_labels(axes[1, 0])
     axes[1, 0].set_ylabel(f"time ÷ {lib}")
     axes[1, 0].set_xticks(range(len(shapes)), [_shape_label(r) for r in shapes.itertuples()], rotation=90,
-                          fontsize=6)
+                          fontsize=8 if len(shapes) <= 12 else 6)
     axes[0, 0].set_xticks(range(len(shapes)), [""] * len(shapes))
     for ax in axes[:, 0]:
         ax.grid(True, alpha=0.25)
@@ -200,7 +219,7 @@ def plot_rnn_then_now(frames: Mapping[str, pd.DataFrame | None], *,
         xs = [x[tuple(r)] for r in f[keys].itertuples(index=False)]
         ax.plot(xs, f["time_s"], "o^vsD"[i % 5], ms=4, ls="none", color=f"C{i}", label=name)
     time_axis(ax, "forward time of the layer", log=True)
-    ax.set_xticks(range(len(shapes)), [_shape_label(r) for r in shapes.itertuples()], rotation=90, fontsize=5)
+    ax.set_xticks(range(len(shapes)), [_shape_label(r) for r in shapes.itertuples()], rotation=90, fontsize=6)
     ax.grid(True, alpha=0.25)
     ax.legend(fontsize=7)
     heading(ax, "RNN layers then and now (input GEMM excluded)", caption(labels))

@@ -21,7 +21,10 @@ TIMERS = (("perfkit_time_s", "perfkit.bench"), ("perfkit_graph_time_s", "perfkit
 
 def plot_timers(frame: pd.DataFrame | None, source: Source | str | None = None, *,
                 ax: Axes | None = None) -> Figure | None:
-    """Each case's median time per call (s) under each timer; a timer with no values (on a CPU) is left out."""
+    """Each case's median time per call (s) under each timer; a timer with no values (on a CPU) is left out.
+
+    The log axis starts well below the shortest bar, so every bar shows, however close the times are.
+    """
     if no_data(frame, source):
         return None
     label = frame_source(frame, source)
@@ -33,8 +36,13 @@ def plot_timers(frame: pd.DataFrame | None, source: Source | str | None = None, 
         ax.bar(x + j * width, frame[col], width, label=name)
     ax.set_xticks(x + 0.4 - width / 2, frame["case"], fontsize=8, rotation=15, ha="right")
     time_axis(ax, "median time per call", log=True)
+    values = frame[[col for col, _ in tools]].to_numpy(dtype=float)
+    shown = values[np.isfinite(values) & (values > 0)]
+    if shown.size:  # start the log axis below the shortest bar, so none vanishes; leave the top for the legend
+        low, high = shown.min() / 2.5, shown.max()
+        ax.set_ylim(low, high * (high / low) ** 0.3)
     heading(ax, "The same kernels under each timer", label)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", ncol=len(tools))
     ax.grid(True, axis="y", which="both", alpha=0.25)
     return ax.figure
 

@@ -1,5 +1,7 @@
 """Verdicts: does a 2015–2023 performance rule still hold? Computed from data, never typed in.
 
+(The core of :mod:`perfkit.verdict`; the chapter modules import from here.)
+
 Each chapter ends with a table of :class:`Finding` rows, one per rule: what the source said,
 the effect measured *then* (published data) and *now* (a live or recorded run), and a verdict
 that :func:`judge` computes from the "now" number:
@@ -11,8 +13,10 @@ that :func:`judge` computes from the "now" number:
 
 An *effect* is a number where larger means the rule matters more: the speedup from following it
 (slow ÷ fast time), or the fraction of the best throughput reached at the rule's threshold.
-Nothing here reads ``data/`` or measures: the chapter computes the effect from the frames it
-shows and hands it over.
+Nothing here reads ``data/`` or measures. One module per chapter (``perfkit.verdict.fc`` …)
+computes that chapter's findings from the frames it is handed (``findings(frames)``), so the
+chapter and the book-wide table (:func:`book_table`, from the recorded data) share one
+computation.
 """
 
 from __future__ import annotations
@@ -98,3 +102,4 @@ def verdict_table(findings: Iterable[Finding]) -> pd.DataFrame:
     if not rows:
         raise ValueError("findings is empty: a verdict table needs at least one finding")
     return pd.DataFrame([asdict(f) for f in rows])
+

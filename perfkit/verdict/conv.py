@@ -1,0 +1,183 @@
+"""The verdicts of chapter 05_convolutions, computed from the frames the chapter shows.
+
+:func:`findings` reads a mapping of frames (None or absent where nothing was measured):
+
+- the chapter's GPU experiments, live or recorded, by name: ``conv_passes``, ``conv_channels``,
+  ``conv_first_layer``, ``conv_layout``, ``conv_params`` and ``conv_deepbench``; a frame measured
+  on a CPU is never "now" (it counts as not measured);
+- DeepBench's published FP16 convolutions: ``deepbench_v100`` (2019) and ``deepbench_p100`` (2018),
+  as :func:`perfkit.provenance.published_counterparts` gives them.
+
+:func:`effects` computes every effect (ratios where larger means the rule matters more; for the
+model, 1.0 means exact agreement) with :mod:`perfkit.experiments.conv_analysis`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import pandas as pd
+
+from ..data import has_recording, load
+from ..devices import device_spec
+from ..experiments import conv_analysis as ca
+from ..provenance import published_counterparts
+from ..then_now import CONV_SHAPE, speedups
+from ._core import Finding, finding
+
+TITLE = "Convolutions"
+CHAPTER = "05_convolutions"
+
+#: The chapter's GPU experiments whose frames findings() reads.
+EXPERIMENTS = ("conv_passes", "conv_channels", "conv_first_layer", "conv_layout", "conv_params", "conv_deepbench")
+#: The published frames findings() reads, and the GPU each comes from.
+PUBLISHED = {"deepbench_v100": "V100-SXM2", "deepbench_p100": "P100-PCIe"}
+#: The effects :func:`effects` returns, in the order of the verdict table.
+EFFECTS = ("agreement_then", "agreement_now", "align_fp16", "align_tf32", "tile_gain", "pad4", "four_vs_8",
+           "pad_cost", "nhwc_gain", "bench_gain", "batch_gain_then", "batch_gain_now", "generation_then",
+           "generation_now")
+
+
+def published_frames() -> dict[str, pd.DataFrame | None]:
+    """DeepBench's FP16 convolutions on the V100 and the P100 (None where a GPU's file is missing)."""
+    out: dict[str, pd.DataFrame | None] = {}
+    for key, gpu in PUBLISHED.items():
+        try:
+            out[key] = next(iter(published_counterparts("conv_deepbench", gpus=(gpu,)).values()), None)
+        except LookupError:
+            out[key] = None
+    return out
+
+
+def frames() -> dict[str, pd.DataFrame | None]:
+    """The recorded (never live, never CPU) and published frames that findings() reads."""
+    recorded = {name: load(name) if has_recording(name) else None for name in EXPERIMENTS}
+    return {**recorded, **published_frames()}
+
+
+def _checked(frames: Any) -> dict[str, pd.DataFrame | None]:
+    """``frames`` with every key, CPU frames replaced by None; TypeError/ValueError on bad input."""
+    if not isinstance(frames, Mapping):
+        raise TypeError(f"frames must be a mapping of names to DataFrames or None, got {type(frames).__name__}")
+    known = (*EXPERIMENTS, *PUBLISHED)
+    unknown = [k for k in frames if k not in known]
+    if unknown:
+        raise ValueError(f"frames has unknown names {unknown}; accepted: {', '.join(known)}")
+    out = {}
+    for name in known:
+        frame = frames.get(name)
+        if frame is not None and not isinstance(frame, pd.DataFrame):
+            raise TypeError(f"frames[{name!r}] must be a pandas DataFrame or None, got {type(frame).__name__}")
+        on_cpu = frame is not None and (frame.attrs.get("meta") or {}).get("device_kind") == "cpu"
+        out[name] = None if on_cpu or (frame is not None and frame.empty) else frame
+    return out
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a float, None for None, NaN or infinity."""
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _median(series: pd.Series | None) -> float | None:
+    return None if series is None or series.dropna().empty else _number(series.median())
+
+
+def _channels(frame: pd.DataFrame | None) -> dict[str, float | None]:
+    fx = ca.channel_effects(frame)
+    if fx is None:
+        return dict(align_fp16=None, align_tf32=None, tile_gain=None)
+    fx = fx.set_index("dtype")
+    return dict(align_fp16=_number(fx["align_gain"].get("float16")), align_tf32=_number(fx["align_gain"].get("tf32")),
+                tile_gain=_number(fx["tile_gain"].get("float16")))
+
+
+def _first_layer(frame: pd.DataFrame | None) -> dict[str, float | None]:
+    """The 7×7 stride-2 stem, forward + weight gradient: C = 3 ÷ 4, time of 8 ÷ 4, every step ÷ once."""
+    fx = ca.first_layer_effects(frame)
+    none = dict(pad4=None, four_vs_8=None, pad_cost=None)
+    if fx is None:
+        return none
+    fx = fx.set_index(["stem", "phase"])
+    if ("7×7/2", "forward+backward") not in fx.index:
+        return none
+    r = fx.loc[("7×7/2", "forward+backward")]
+    return dict(pad4=_number(r["speedup_4"]), four_vs_8=_number(r["speedup_4"] / r["speedup_8"]),
+                pad_cost=_number(r["pad_cost_4"]))
+
+
+def _layout(frame: pd.DataFrame | None) -> dict[str, float | None]:
+    fx = ca.layout_effects(frame)
+    if fx is None:
+        return dict(nhwc_gain=None, bench_gain=None)
+    return dict(nhwc_gain=_median(fx["nhwc_gain"]), bench_gain=_median(fx["benchmark_gain"]))
+
+
+def _batch_gain(frame: pd.DataFrame | None) -> float | None:
+    """TFLOP/s at batch 16 ÷ at batch 8 in the ``conv_params`` batch sweep."""
+    if frame is None:
+        return None
+    b = frame[frame["sweep"] == "batch"].groupby("swept")["tflops"].median()
+    return _number(b[16] / b[8]) if 8 in b.index and 16 in b.index else None
+
+
+def _generation(now: pd.DataFrame | None, then: pd.DataFrame | None) -> float | None:
+    """Median forward speedup of ``now`` over ``then`` on the DeepBench shapes both measured."""
+    if now is None or then is None:
+        return None
+    return _median(speedups(now, then, on=CONV_SHAPE)["speedup"])
+
+
+def effects(frames: Mapping[str, pd.DataFrame | None]) -> dict[str, float | None]:
+    """Every effect of the verdict table (:data:`EFFECTS`), None where its frames are missing."""
+    f = _checked(frames)
+    v100, p100 = f["deepbench_v100"], f["deepbench_p100"]
+    then = ca.predicted_published(v100, device_spec("V100-SXM2")) if v100 is not None else None
+    return {"agreement_then": _number(ca.model_agreement(then)),
+            "agreement_now": _number(ca.model_agreement(f["conv_passes"])),
+            **_channels(f["conv_channels"]), **_first_layer(f["conv_first_layer"]), **_layout(f["conv_layout"]),
+            "batch_gain_then": _number(ca.throughput_gain(v100, 8, 16)),
+            "batch_gain_now": _batch_gain(f["conv_params"]),
+            "generation_then": _generation(v100, p100),
+            "generation_now": _generation(f["conv_deepbench"], v100)}
+
+
+def findings(frames: Mapping[str, pd.DataFrame | None]) -> list[Finding]:
+    """One Finding per rule of the chapter, from frames (None where not measured)."""
+    e = effects(frames)
+    guide, gain = "NVIDIA conv guide", dict(holds_at=1.1, gone_below=1.03)
+    return [
+        finding("A convolution is its implicit GEMMs", f"{guide}; CUTLASS",
+                "each pass costs what the GEMM model prices its GEMM at", then=e["agreement_then"],
+                now=e["agreement_now"], holds_at=0.67, gone_below=0.33, fmt="{:.2f}",
+                where="§1: model ÷ measured, folded"),
+        finding("Channels divisible by 8 (FP16)", guide, "aligned C = K is faster", now=e["align_fp16"], **gain,
+                where="§2: align_gain, float16"),
+        finding("Channels divisible by 4 (TF32)", guide, "aligned C = K is faster", now=e["align_tf32"], **gain,
+                where="§2: align_gain, tf32"),
+        finding("Channels divisible by 64 or 256", guide, "better tiling", now=e["tile_gain"], **gain,
+                where="§2: tile_gain, float16"),
+        finding("Pad the first layer's 3 channels to 4", guide, "faster with stride 2", now=e["pad4"], **gain,
+                where="§3: 7×7/2, forward+backward"),
+        finding("… and 4 channels suffice", guide, "4 as fast as 8 with stride 2", now=e["four_vs_8"],
+                holds_at=0.95, gone_below=0.8, where="§3: time of 8 ÷ 4"),
+        finding("Pad the input once, not every step", "perfkit (pk.padded_conv2d)", "F.pad on every step costs time",
+                now=e["pad_cost"], holds_at=1.05, gone_below=1.01, where="§3: every step ÷ once, 4 channels"),
+        finding("Prefer NHWC", guide, "NHWC faster than NCHW", now=e["nhwc_gain"], **gain,
+                where="§4: median over layers"),
+        finding("Enable cudnn.benchmark", guide, "autotuned steady state faster", now=e["bench_gain"], **gain,
+                where="§4: median over layers"),
+        finding("Larger sizes: more efficient, not faster", guide, "batch 16 vs 8: throughput",
+                then=e["batch_gain_then"], now=e["batch_gain_now"], holds_at=1.15, gone_below=1.03,
+                where="§5: TFLOP/s ratio"),
+        finding("A newer GPU runs the same layers faster", "Baidu DeepBench",
+                "median forward speedup over the previous GPU", then=e["generation_then"], now=e["generation_now"],
+                holds_at=2, gone_below=1.1, where="§6: then V100 ÷ P100, now ours ÷ V100"),
+    ]
+
+
+__all__ = ["CHAPTER", "EFFECTS", "EXPERIMENTS", "PUBLISHED", "TITLE", "effects", "findings", "frames",
+           "published_frames"]

@@ -1,0 +1,86 @@
+#!/usr/bin/env python
+"""Write every chapter's first cell, the hidden cell that installs perfkit on Colab, from one place.
+
+Where perfkit is installed from is configured once, in ``_config.yml``: ``repository.url`` and
+``repository.branch`` (the same keys give the Colab launch buttons their notebook). A Colab
+notebook is all Colab fetches, so each chapter must carry the install line itself; this script
+generates it, and ``tests/test_book.py`` fails when a chapter's cell differs from what the
+script would write. The cell never touches torch: Colab's own CUDA build must stay.
+
+Usage::
+
+    python scripts/colab_cell.py          # rewrite chapters/*.md and their paired .ipynb
+    python scripts/colab_cell.py --check  # exit 1 and list the chapters that are out of date
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+FIRST_CELL = re.compile(r"```\{code-cell\} ipython3\n:tags: \[remove-cell\]\n\n# Colab only:.*?\n```\n", re.S)
+
+
+def install_spec() -> str:
+    """The pip requirement Colab installs: ``perfkit @ git+<repository.url>@<repository.branch>``."""
+    with open(REPO / "_config.yml", encoding="utf-8") as f:
+        repo = yaml.safe_load(f)["repository"]
+    return f"perfkit @ git+{repo['url']}@{repo['branch']}"
+
+
+def cell() -> str:
+    """The first code cell of every chapter, as MyST Markdown."""
+    return ("```{code-cell} ipython3\n:tags: [remove-cell]\n\n"
+            "# Colab only: install perfkit (from _config.yml's repository; written by\n"
+            "# scripts/colab_cell.py). It leaves Colab's own torch alone: perfkit does not pin it.\n"
+            "import sys\n"
+            'if "google.colab" in sys.modules:\n'
+            f'    %pip install -q "{install_spec()}"\n'
+            "```\n")
+
+
+def chapters() -> list[Path]:
+    return sorted((REPO / "chapters").glob("*.md"))
+
+
+def updated(text: str) -> str:
+    """``text`` (a chapter) with its Colab cell replaced by :func:`cell` (added if it has none)."""
+    m = FIRST_CELL.search(text)
+    if m is not None:
+        return text[:m.start()] + cell() + text[m.end():]
+    first = text.find("```{code-cell}")  # a new chapter: the cell goes before its first code cell
+    if first < 0:
+        raise ValueError("the chapter has no code cell, so it is not a notebook chapter")
+    return text[:first] + cell() + "\n" + text[first:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only report chapters that are out of date")
+    args = parser.parse_args(argv)
+    stale = []
+    for md in chapters():
+        text = md.read_text(encoding="utf-8")
+        new = updated(text)
+        if new == text:
+            continue
+        stale.append(md.relative_to(REPO).as_posix())
+        if not args.check:
+            md.write_text(new, encoding="utf-8")
+            subprocess.run([sys.executable, "-m", "jupytext", "--update", "--to", "ipynb", str(md)],
+                           check=True, capture_output=True)
+    if args.check and stale:
+        print("out of date (run python scripts/colab_cell.py):", *stale, sep="\n  ")
+        return 1
+    print(("updated: " + ", ".join(stale)) if stale else "every chapter's Colab cell is up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,258 @@
+"""What every chapter gives its reader: problems with folded solutions and a self-check
+(perfkit.exercises), interactive figures that move without a kernel (perfkit.interactive), the
+book-wide verdict table (perfkit.verdict.book), and code that fits the page.
+
+Chapter-specific checks live in tests/test_reader_<chapter>.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import perfkit as pk
+from perfkit import exercises
+from perfkit.exercises import Check, Exercise
+
+REPO = Path(__file__).resolve().parent.parent
+CHAPTERS = sorted(p.stem for p in (REPO / "chapters").glob("*.md"))
+MAX_CODE_LINE = 88
+
+
+def _source(chapter: str) -> str:
+    return (REPO / "chapters" / f"{chapter}.md").read_text(encoding="utf-8")
+
+
+def _code_lines(chapter: str):
+    inside = False
+    for n, line in enumerate(_source(chapter).splitlines(), 1):
+        if re.match(r"^```\{code-cell\}", line):
+            inside = True
+        elif line.startswith("```"):
+            inside = False
+        elif inside:
+            yield n, line
+
+
+# --------------------------------------------------------------------------------------------
+# Code that fits the page
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_code_lines_fit_the_page(chapter):
+    long = [(n, len(line)) for n, line in _code_lines(chapter) if len(line) > MAX_CODE_LINE]
+    assert not long, f"chapters/{chapter}.md: code lines over {MAX_CODE_LINE} characters (line, length): {long}"
+
+
+# --------------------------------------------------------------------------------------------
+# Exercises
+
+
+def test_every_chapter_has_problems():
+    have = {ex.chapter for ex in exercises.all_exercises()}
+    assert set(CHAPTERS) <= have, f"chapters without exercises: {sorted(set(CHAPTERS) - have)}"
+    for chapter in CHAPTERS:
+        assert len(exercises.all_exercises(chapter)) >= 2, f"{chapter} has fewer than two problems"
+
+
+ALL = exercises.all_exercises()
+
+
+@pytest.mark.parametrize("ex", ALL, ids=[e.id for e in ALL])
+def test_exercise_answers_itself(ex: Exercise):
+    assert re.fullmatch(r"[a-z]+-\d+", ex.id), ex.id
+    assert ex.chapter in CHAPTERS, f"{ex.id}: unknown chapter {ex.chapter}"
+    assert ex.question.strip() and ex.solve is not None
+    value = ex.answer()
+    right = exercises.check(ex.id, value)
+    assert right.status == "right" and bool(right), right
+    assert exercises.check(ex.id, None).status == "unanswered"
+    assert ex.answer_text() and ex.answer_text() == ex.answer_text()  # deterministic
+    if ex.choices:
+        others = [c for c in ex.choices if c.lower().replace(" ", "") != str(value).lower().replace(" ", "")]
+        assert others, f"{ex.id}: a choice question needs at least one wrong choice"
+        assert exercises.check(ex.id, others[0]).status == "wrong"
+        assert exercises.check(ex.id, "certainly not a choice").status == "wrong"
+    else:
+        far = float(value) * 3 + 7
+        assert exercises.check(ex.id, far).status == "wrong"
+        assert exercises.check(ex.id, "not a number").status == "wrong"
+        for solve, why in ex.mistakes:
+            slip = exercises.check(ex.id, solve())
+            assert slip.status in ("wrong", "close") and why in slip.message, (ex.id, slip)
+
+
+def test_check_statuses_and_messages():
+    ex = ALL[0]
+    assert isinstance(exercises.check(ex.id, None), Check)
+    assert set(exercises.STATUSES) == {"right", "close", "wrong", "unanswered"}
+    assert "right" in exercises.check(ex.id, ex.answer())._repr_html_()
+
+
+def test_close_answers_are_close():
+    numeric = [ex for ex in ALL if not ex.choices and ex.close_tol > ex.rel_tol and ex.answer() != 0]
+    assert numeric, "no numeric exercise with a 'close' band"
+    for ex in numeric:
+        nearly = float(ex.answer()) * (1 + (ex.rel_tol + ex.close_tol) / 2)
+        slips = [float(solve()) for solve, _ in ex.mistakes]
+        if any(abs(nearly - s) <= max(ex.rel_tol, 1e-9) * abs(s) for s in slips):
+            continue  # that near answer is a known slip, explained as such
+        assert exercises.check(ex.id, nearly).status == "close", ex.id
+
+
+def test_bad_exercise_ids():
+    with pytest.raises(LookupError, match="known"):
+        exercises.check("nope-1", 3)
+    with pytest.raises(TypeError, match="exercise_id"):
+        exercises.check(3, 3)
+    with pytest.raises(LookupError, match="chapter"):
+        exercises.all_exercises("99_nothing")
+
+
+def test_exercise_table_hides_answers():
+    table = exercises.table()
+    assert list(table.columns) == ["id", "chapter", "question", "unit"]
+    assert len(table) == len(ALL)
+
+
+_CHECK = re.compile(r'pk\.exercises\.check\("([a-z]+-\d+)", None\)')
+_SOLUTION = re.compile(r"^:::\{dropdown\} Solution\s*$(.*?)^:::\s*$", re.S | re.M)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_problems_have_folded_solutions_with_the_computed_answer(chapter):
+    text = _source(chapter)
+    problems = text[text.find("\n## Problems"):] if "\n## Problems" in text else ""
+    assert problems, f"chapters/{chapter}.md has no '## Problems' section"
+    ids = _CHECK.findall(problems)
+    want = [ex.id for ex in exercises.all_exercises(chapter)]
+    assert ids == want, f"{chapter}: check cells {ids}, exercises {want} (same ids, same order)"
+    starts = [m.start() for m in _CHECK.finditer(problems)] + [len(problems)]
+    for ex_id, a, b in zip(ids, starts, starts[1:]):
+        block = _SOLUTION.search(problems[a:b])
+        assert block, f"{chapter}: problem {ex_id} has no ':::{{dropdown}} Solution' block after its check cell"
+        answer = exercises.get(ex_id).answer_text()
+        assert answer in block.group(1), (f"{chapter}: the solution of {ex_id} does not state the computed "
+                                          f"answer {answer!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# Interactive figures
+
+
+def _figures():
+    from perfkit import interactive
+
+    return [(chapter, name, build) for chapter, module in interactive.CHAPTERS.items()
+            for name, build in module.FIGURES.items()]
+
+
+def test_every_chapter_has_an_interactive_figure():
+    from perfkit import interactive
+
+    assert set(interactive.CHAPTERS) == set(CHAPTERS)
+    empty = [c for c, m in interactive.CHAPTERS.items() if not m.FIGURES]
+    assert not empty, f"chapters without an interactive figure: {empty}"
+    for chapter, module in interactive.CHAPTERS.items():
+        calls = re.findall(r"pk\.interactive\.(\w+)\.(\w+)\(", _source(chapter))
+        assert calls, f"chapters/{chapter}.md shows no interactive figure (pk.interactive.<module>.<fn>(...))"
+        for mod, fn in calls:
+            assert getattr(pk.interactive, mod, None) is module and hasattr(module, fn), (chapter, mod, fn)
+
+
+@pytest.mark.parametrize("chapter,name,build", _figures(), ids=[f"{c}:{n}" for c, n, _ in _figures()])
+def test_interactive_figure(chapter, name, build):
+    from perfkit.interactive import InteractiveFigure, PLOTLY_JS_URL
+    from perfkit.interactive._figure import MAX_HTML_BYTES, html_bytes
+
+    fig = build()
+    assert isinstance(fig, InteractiveFigure)
+    assert len(fig.states) >= 2, f"{chapter}:{name} has nothing to move"
+    size = html_bytes(fig)
+    assert size < MAX_HTML_BYTES, f"{chapter}:{name} is {size} bytes of HTML (limit {MAX_HTML_BYTES})"
+    page = fig.to_html()
+    assert PLOTLY_JS_URL in page and f'id="{fig.name}"' in page and "aria-label" in page
+    spec = json.loads(fig.figure.to_json())
+    title = spec["layout"]["title"]["text"]
+    assert re.search(r"(live on|recorded on|published by|model of|modelled|no recording)", title, re.I), (
+        f"{chapter}:{name}: the title does not say where its numbers come from: {title!r}")
+    controls = [s["args"] for slider in spec["layout"].get("sliders", []) for s in slider["steps"]]
+    controls += [b["args"] for menu in spec["layout"].get("updatemenus", []) for b in menu["buttons"]]
+    distinct = {json.dumps(args, sort_keys=True) for args in controls}
+    assert len(distinct) == len(controls), f"{chapter}:{name}: two states show the same thing"
+
+
+def test_figure_wrapper_refuses_bad_input():
+    import plotly.graph_objects as go
+
+    from perfkit.interactive import InteractiveFigure, State, with_slider
+
+    with pytest.raises(TypeError, match="figure"):
+        InteractiveFigure({"data": []}, "a long enough description here", "x")
+    with pytest.raises(ValueError, match="alt"):
+        InteractiveFigure(go.Figure(), "short", "x")
+    with pytest.raises(ValueError, match="name"):
+        InteractiveFigure(go.Figure(), "a long enough description here", "Bad Name")
+    trace = [go.Scatter(x=[1, 2], y=[1, 2])]
+    with pytest.raises(ValueError, match="at least two"):
+        with_slider(trace, [State("a", [{"y": [1, 2]}])], prefix="")
+    with pytest.raises(ValueError, match="same"):
+        with_slider(trace, [State("a", [{"y": [1, 2]}]), State("b", [{"x": [1, 2]}])], prefix="")
+    with pytest.raises(ValueError, match="traces"):
+        with_slider(trace, [State("a", [{"y": [1]}, {"y": [2]}]), State("b", [{"y": [1]}, {"y": [2]}])],
+                    prefix="")
+    with pytest.raises(ValueError, match="active"):
+        with_slider(trace, [State("a", [{"y": [1, 2]}]), State("b", [{"y": [2, 1]}])], prefix="", active=5)
+
+
+def test_rounded_keeps_the_page_small():
+    from perfkit.interactive import rounded
+
+    assert rounded([1234567.0, 0.000123456, float("nan"), None, "x", 0]) == [1234600.0, 0.00012346, None,
+                                                                            None, "x", 0.0]
+
+
+# --------------------------------------------------------------------------------------------
+# The book-wide verdict table
+
+
+def test_book_verdict_table():
+    table = pk.verdict.book_table()
+    assert list(table.columns) == ["chapter", "title", "rule", "source", "claim", "then", "now", "verdict",
+                                   "where"]
+    assert set(table["chapter"]) == {"02_gemm", "03_fully_connected", "04_recurrent", "05_convolutions",
+                                     "06_memory_limited"}
+    assert set(table["verdict"]) <= set(pk.verdict.STATUSES)
+    # Nothing recorded on a GPU yet means nothing judged: "now" is a dash exactly where there is no data.
+    assert ((table["now"] == "—") == (table["verdict"] == "no data yet")).all()
+    html = pk.verdict.book_table_html(table)
+    for chapter in table["chapter"].unique():
+        assert f'href="chapters/{chapter}.html#verdict"' in html
+    assert html.count("<tr>") == len(table) + 1
+    with pytest.raises(ValueError, match="columns"):
+        pk.verdict.book_table_html(pd.DataFrame({"rule": ["x"]}))
+
+
+# --------------------------------------------------------------------------------------------
+# No raw warnings in a chapter's output
+
+
+def test_a_noisy_sweep_prints_a_note_not_a_warning(capsys, recwarn):
+    import warnings
+
+    from perfkit.experiments.common import sweep
+    from perfkit.timing import NoiseWarning
+
+    def measure(i):
+        warnings.warn("IQR 40 % of the median", NoiseWarning)
+        return {"i": i}
+
+    frame = sweep(range(3), measure, progress=False, desc="demo")
+    assert len(frame) == 3
+    assert not [w for w in recwarn if issubclass(w.category, NoiseWarning)]
+    out = capsys.readouterr().out
+    assert out.startswith("Note: 3 of 3 demo timings were noisy") and "/" not in out.split("(")[0]

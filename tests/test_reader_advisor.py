@@ -1,0 +1,161 @@
+"""Chapter 07 (check your model) for the reader: its interactive model menu and its problems."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import perfkit as pk
+from perfkit.advisor import RULES
+from perfkit.exercises import advisor as problems
+from perfkit.interactive import advisor as interactive
+from perfkit.interactive._figure import MAX_HTML_BYTES, figure_json, html_bytes
+from perfkit.plots.advisor import KINDS, op_kind
+
+
+def _advise(build, shape, dtype=torch.long, **kwargs):
+    with torch.device("meta"):
+        model, inputs = build(), torch.zeros(shape, dtype=dtype)
+    return pk.advise(model, inputs, "bfloat16", "H100-SXM", **kwargs)
+
+
+@pytest.fixture(scope="module")
+def advices():
+    """Three small models whose predicted steps differ in kind: a transformer, a CNN and an LSTM."""
+    return {"GPT-2 (1 layer)": _advise(lambda: pk.zoo.gpt2_small(layers=1), (4, 1024)),
+            "ResNet-50": _advise(pk.zoo.resnet50, (8, 3, 224, 224), torch.float32),
+            "LSTM LM": _advise(pk.zoo.lstm_lm, (20, 35))}
+
+
+@pytest.fixture(scope="module")
+def menu(advices):
+    return interactive.model_menu(advices)
+
+
+def _buttons(menu):
+    return figure_json(menu)["layout"]["updatemenus"][0]["buttons"]
+
+
+# ------------------------------------------------------------------------------ the model menu
+def test_every_registered_figure_builds_with_its_defaults():
+    for name, build in interactive.FIGURES.items():
+        fig = build()
+        assert html_bytes(fig) < MAX_HTML_BYTES, name
+        assert len(fig.states) == 4 and "model of H100-SXM" in fig.figure.layout.title.text
+
+
+def test_one_menu_entry_per_model_in_order(menu, advices):
+    assert menu.states == list(advices)
+    assert menu.name == "advisor-model-menu" and all(name in menu.alt for name in advices)
+    assert html_bytes(menu) < MAX_HTML_BYTES
+
+
+def test_each_state_shows_its_models_step_by_kind(menu, advices):
+    for button, (name, advice) in zip(_buttons(menu), advices.items()):
+        kinds = button["args"][0]["x"][0]
+        layers = advice.layers
+        for kind, share in zip(KINDS, kinds):
+            seconds = layers.loc[layers["op"].map(op_kind) == kind, "predicted_s"].sum()
+            assert math.isclose(share, seconds / advice.step_s, rel_tol=1e-4, abs_tol=1e-9), (name, kind)
+        assert math.isclose(sum(kinds), 1.0, rel_tol=1e-3)
+        assert pk.units.format_time(advice.step_s) in button["args"][1]["title"]["text"]
+    shares = {b["label"]: dict(zip(KINDS, b["args"][0]["x"][0])) for b in _buttons(menu)}
+    assert shares["LSTM LM"]["rnn"] > 0.5 and shares["GPT-2 (1 layer)"]["rnn"] == 0
+    assert shares["ResNet-50"]["conv"] > 0.2 and shares["LSTM LM"]["conv"] == 0
+
+
+def test_each_state_shows_each_rules_saving_from_by_rule(menu, advices):
+    for button, (name, advice) in zip(_buttons(menu), advices.items()):
+        x, text = button["args"][0]["x"][1], button["args"][0]["text"][1]
+        colours = button["args"][0]["marker.color"][1]
+        assert [c == interactive.UNPRICED for c in colours] == [share == 0 for share in x]
+        table = advice.by_rule()
+        for rule, share, label in zip(RULES, x, text):
+            if rule not in table.index:
+                assert share == 0 and label == "", (name, rule)
+            elif table.loc[rule, "predicted_saving_s"] > 0:
+                assert math.isclose(share, table.loc[rule, "share"], rel_tol=1e-4), (name, rule)
+                assert pk.units.format_time(table.loc[rule, "predicted_saving_s"]) in label
+            else:
+                assert share == 0 and "no saving priced" in label, (name, rule)
+    savings = {b["label"]: dict(zip(RULES, b["args"][0]["x"][1])) for b in _buttons(menu)}
+    assert savings["ResNet-50"]["layout"] > 0 and savings["LSTM LM"]["layout"] == 0
+    assert savings["LSTM LM"]["small_batch"] > savings["GPT-2 (1 layer)"]["small_batch"]
+
+
+def test_every_state_updates_the_same_properties(menu):
+    keys = [sorted(b["args"][0]) for b in _buttons(menu)]
+    assert all(k == keys[0] for k in keys) and "marker.color" in keys[0]
+
+
+def test_the_menu_opens_on_the_model_asked_for(advices):
+    fig = interactive.model_menu(advices, active="LSTM LM")
+    assert fig.figure.layout.updatemenus[0].active == 2
+    assert fig.figure.layout.title.text.startswith("LSTM LM")
+
+
+def test_bad_input_is_refused(advices):
+    with pytest.raises(TypeError, match="advices"):
+        interactive.model_menu(list(advices.values()))
+    with pytest.raises(TypeError, match="advices"):
+        interactive.model_menu({"a": advices["LSTM LM"], "b": "not advice"})
+    with pytest.raises(ValueError, match="at least two"):
+        interactive.model_menu({"LSTM LM": advices["LSTM LM"]})
+    with pytest.raises(LookupError, match="active"):
+        interactive.model_menu(advices, active="BERT")
+    with pytest.raises(ValueError, match="active"):
+        interactive.model_menu(advices, active=7)
+
+
+# ------------------------------------------------------------------------------ the problems
+def test_the_chapters_problems_in_order():
+    assert [ex.id for ex in problems.EXERCISES] == ["advisor-1", "advisor-2", "advisor-3", "advisor-4"]
+    for ex in problems.EXERCISES:
+        assert pk.exercises.check(ex.id, ex.answer()).status == "right"
+        assert pk.exercises.check(ex.id, None).status == "unanswered"
+
+
+def test_problem_1_counts_the_linear_layers_the_token_finding_names():
+    advice = _advise(pk.zoo.gpt2_small, (7, 1023), rules=["alignment"])
+    token = advice.findings.query("rule == 'alignment' and layer == ''").iloc[0]
+    n = pk.exercises.answer("advisor-1")
+    assert f"in {n} linear layers" in token.message and "7161 tokens" in token.message
+    assert "wrong" == pk.exercises.check("advisor-1", n + 1).status
+    assert "lm_head" in pk.exercises.check("advisor-1", n - 1).message
+    assert "batch × sequence" in pk.exercises.check("advisor-1", 0).message
+
+
+def test_problem_2_is_where_the_mlps_small_batch_finding_stops():
+    star = pk.exercises.answer("advisor-2")
+    for tokens, fires in ((star - 1, True), (star, False)):
+        advice = _advise(lambda: pk.zoo.gpt2_small(layers=1), (1, tokens), rules=["small_batch"])
+        assert ("blocks.0.mlp.fc" in set(advice.findings["layer"])) is fires, tokens
+    assert "V100" in pk.exercises.check("advisor-2", 180).message
+    assert "output projection" in pk.exercises.check("advisor-2", 1280).message
+    assert pk.exercises.check("advisor-2", round(star * 1.03)).status == "close"
+
+
+def test_problem_3_is_where_the_lstms_small_batch_finding_stops():
+    star = pk.exercises.answer("advisor-3")
+    assert 256 < star <= 512
+    for batch, fires in ((star - 1, True), (star, False)):
+        advice = _advise(lambda: pk.zoo.lstm_lm(layers=1), (batch, 3), rules=["small_batch"])
+        assert ("lstm" in set(advice.findings["layer"])) is fires, batch
+    assert "four gates" in pk.exercises.check("advisor-3", 722).message
+    assert "rnn_sizes" in pk.exercises.check("advisor-3", 24).message
+
+
+def test_problem_4_attention_grows_and_the_linear_layers_do_not():
+    growth = pk.exercises.answer("advisor-4")
+    assert 3.5 < growth < 4.0  # four times the FLOPs, less than four times the fixed costs
+    full = {}
+    for shape in ((4, 2048), (1, 8192)):  # the whole 32-layer model: the same factor
+        layers = _advise(lambda: pk.zoo.llama(context=8192), shape, rules=[]).layers
+        full[shape] = {op: layers.loc[layers["op"] == op, "predicted_s"].sum() for op in ("attention", "linear")}
+    assert math.isclose(full[(1, 8192)]["attention"] / full[(4, 2048)]["attention"], growth, rel_tol=1e-9)
+    assert math.isclose(full[(1, 8192)]["linear"], full[(4, 2048)]["linear"], rel_tol=1e-12)
+    assert "4 sequences became 1" in pk.exercises.check("advisor-4", 16).message
+    assert "same" in pk.exercises.check("advisor-4", 1).message
+    assert pk.exercises.check("advisor-4", 4).status == "close"

@@ -1,0 +1,287 @@
+"""Chapter 03_fully_connected for its reader: the batch explorer (perfkit.interactive.fc), the
+problems (perfkit.exercises.fc) and the verdicts (perfkit.verdict.fc)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import perfkit as pk
+import perfkit.verdict.fc as verdict_fc
+from perfkit import exercises
+from perfkit.experiments import fc as fc_exp
+from perfkit.interactive import fc
+from perfkit.interactive._figure import MAX_HTML_BYTES, figure_json, html_bytes
+
+V100, H100 = pk.device_spec("V100-SXM2"), pk.device_spec("H100-SXM")
+
+
+# --------------------------------------------------------------------------------------------
+# The batch explorer
+
+
+@pytest.fixture(scope="module")
+def square():
+    return fc.FIGURES["batch"]()
+
+
+def _steps(figure):
+    return figure.figure.layout.sliders[0].steps
+
+
+def _moving(figure):
+    """Indices of the traces whose x changes between states (the markers at the slider's batch)."""
+    first, last = (s.args[0] for s in (_steps(figure)[0], _steps(figure)[-1]))
+    return [i for i, (a, b) in enumerate(zip(first["x"], last["x"])) if a != b]
+
+
+def test_every_figure_builds_small_with_its_sources():
+    for name, build in fc.FIGURES.items():
+        figure = build()
+        assert html_bytes(figure) < MAX_HTML_BYTES, name
+        assert len(figure.states) >= 20, name
+        title = figure_json(figure)["layout"]["title"]["text"]
+        assert "model of V100-SXM2" in title and "model of H100-SXM" in title, title
+        assert "no recording of a GPU run" in title  # nothing recorded in data/ yet
+    title = figure_json(fc.FIGURES["batch"]())["layout"]["title"]["text"]
+    assert "published by Baidu DeepBench" in title
+    assert "published by" not in figure_json(fc.FIGURES["gpt2-head"]())["layout"]["title"]["text"]
+
+
+def test_states_are_the_models_predictions(square):
+    steps = _steps(square)
+    batches = [int(s.label) for s in steps]
+    assert {149, 346} <= set(batches)  # each device's math-bound batch is a stop of the slider
+    v100_marks, h100_marks, dot = _moving(square)
+    for k in (0, batches.index(149), len(batches) - 1):
+        B, data = batches[k], steps[k].args[0]
+        for marks, spec in ((v100_marks, V100), (h100_marks, H100)):
+            want = fc.predicted_tflops(B, 4096, 4096, spec)
+            assert data["x"][marks] == [B] * 3
+            assert data["y"][marks] == pytest.approx([want[p] for p in fc.PHASES], rel=1e-4)
+        assert data["y"][dot] == pytest.approx([pk.arithmetic_intensity(4096, B, 4096, "float16")], rel=1e-4)
+    ys = [tuple(s.args[0]["y"][h100_marks]) for s in steps]
+    assert len(set(ys)) == len(ys)  # every batch moves the H100's markers
+    # The prediction grows with the batch up to the math-bound region.
+    assert ys[batches.index(512)][0] > 5 * ys[batches.index(16)][0]
+
+
+def test_static_traces_are_repeated_in_every_state(square):
+    """A state that left a trace's x or y out would send null, which Plotly takes as "reset"."""
+    moving = set(_moving(square))
+    steps = _steps(square)
+    for i, trace in enumerate(square.figure.data):
+        if i in moving:
+            continue
+        for s in steps:
+            assert s.args[0]["x"][i] is not None and s.args[0]["y"][i] is not None
+            assert list(s.args[0]["x"][i]) == list(trace.x)
+
+
+def test_the_note_says_which_side_of_each_ridge(square):
+    notes = {s.label: s.args[1]["annotations"][0]["text"] for s in _steps(square)}
+    assert "memory-bound on V100-SXM2" in notes["128"] and "memory-bound on H100-SXM" in notes["128"]
+    assert "math-bound on V100-SXM2" in notes["149"] and "memory-bound on H100-SXM" in notes["149"]
+    assert "math-bound on V100-SXM2" in notes["346"] and "math-bound on H100-SXM" in notes["346"]
+    assert fc.ridge_status(148, 4096, 4096, [V100]).endswith("memory-bound on V100-SXM2 (ridge 139)")
+
+
+def test_published_points_are_deepbenchs_v100_gemms():
+    db = pk.published("gemm", "V100-SXM2")
+    points = fc.layer_points(db, 4096, 4096)
+    square_nn = db[(db.M == 4096) & (db.K == 4096) & (db.dtype == "float16")]
+    assert list(points["batch"]) == sorted(set(square_nn["N"]))
+    assert set(points["phase"]) == {"forward"}  # a square layer's dgrad has the forward's shape
+    at16 = square_nn[square_nn.N == 16]["tflops"].max()  # the fastest layout is kept
+    assert points.set_index("batch").loc[16, "tflops"] == pytest.approx(at16)
+    assert fc.layer_points(db, 768, 50257).empty
+
+
+def test_layer_points_of_a_passes_frame():
+    rows = []
+    for B in (32, 512):
+        for phase, (M, N, K) in pk.linear_gemms(B, 1024, 4096).items():
+            for impl, tflops in (("autograd", 1.0), ("gemm", 2.0)):
+                rows.append(dict(phase=phase, impl=impl, M=M, N=N, K=K, dtype="float16", tflops=tflops))
+    points = fc.layer_points(pd.DataFrame(rows), 1024, 4096)
+    assert len(points) == 6 and (points["tflops"] == 2.0).all()  # autograd rows left out
+    assert set(points[points.phase == "wgrad"]["batch"]) == {32, 512}  # wgrad's batch is its K
+
+
+def _live_batch(batches=(16, 128, 1024), device="NVIDIA H100 80GB HBM3"):
+    rows = []
+    for B in batches:
+        t = pk.predict_gemm_time(4096, B, 4096, "float16", H100) * 1.2
+        rows.append(dict(M=4096, N=B, K=4096, dtype="float16", time_s=t, tflops=2 * 4096 * B * 4096 / t / 1e12))
+    frame = pd.DataFrame(rows)
+    frame.attrs["meta"] = {"live": True, "device_name": device, "device_kind": "gpu",
+                           "measured_at": "2026-11-20T10:00:00+00:00"}
+    return frame
+
+
+def test_a_gpu_run_is_drawn_and_named():
+    figure = fc.batch_explorer({"fc_batch": _live_batch()}, published={"V100": pk.published("gemm", "V100-SXM2")})
+    title = figure_json(figure)["layout"]["title"]["text"]
+    assert "live on NVIDIA H100 80GB HBM3, 2026-11-20" in title and "no recording" not in title
+    ours = [t for t in figure.figure.data if t.name == "NVIDIA H100 80GB HBM3"]
+    assert len(ours) == 1 and list(ours[0].x) == [16, 128, 1024]
+
+
+def test_batch_explorer_refuses_bad_input():
+    with pytest.raises(ValueError, match="in_features"):
+        fc.batch_explorer(in_features=0)
+    with pytest.raises(TypeError, match="models"):
+        fc.batch_explorer(models=["H100-SXM"])
+    with pytest.raises(ValueError, match="batches"):
+        fc.batch_explorer(batches=[8])
+    with pytest.raises(TypeError, match="batches"):
+        fc.batch_explorer(batches=8)
+    with pytest.raises(TypeError, match="measured"):
+        fc.batch_explorer([_live_batch()])
+    with pytest.raises(TypeError, match="published"):
+        fc.batch_explorer(published={"V100": "DeepBench"})
+    with pytest.raises(ValueError, match="columns"):
+        fc.layer_points(pd.DataFrame({"M": [1]}), 4096, 4096)
+
+
+def test_the_head_figure_is_memory_bound_at_decode_sizes():
+    head = fc.FIGURES["gpt2-head"]()
+    notes = {s.label: s.args[1]["annotations"][0]["text"] for s in _steps(head)}
+    assert "memory-bound on V100-SXM2" in notes["64"] and "memory-bound on H100-SXM" in notes["64"]
+    assert str(pk.math_bound_batch(768, 50257, H100)) in notes
+
+
+# --------------------------------------------------------------------------------------------
+# Problems
+
+
+@pytest.mark.parametrize("ex", exercises.all_exercises("03_fully_connected"), ids=lambda e: e.id)
+def test_every_listed_mistake_is_recognised(ex):
+    for solve, why in ex.mistakes:
+        verdict = exercises.check(ex.id, solve())
+        assert verdict.status == "wrong" and why in verdict.message, verdict
+
+
+def test_the_answers():
+    assert [e.id for e in exercises.all_exercises("03_fully_connected")] == [f"fc-{i}" for i in range(1, 6)]
+    assert exercises.answer("fc-1") == pk.math_bound_batch(1024, 4096, pk.device_spec("A100-SXM4-80GB")) == 189
+    assert exercises.answer("fc-2") == pytest.approx(50257 / (12 * 9216 + 50257))
+    assert exercises.answer("fc-3") == pytest.approx(
+        2 * 8192 * (1001 + 1008) / H100.mem_bandwidth / (2 * 4096 * 8192 * 1008 / H100.peak_flops("float16")))
+    assert exercises.answer("fc-4") == pytest.approx(math.log(1024 / 1001))
+    assert exercises.answer("fc-5") == 2048
+
+
+@pytest.mark.parametrize("ex_id,given,status", [
+    ("fc-1", 149, "wrong"),            # the V100's 4096-wide rule of thumb
+    ("fc-1", 128, "wrong"),
+    ("fc-1", 195, "close"),
+    ("fc-2", 50257 / (50257 + 3072), "wrong"),  # the head against one MLP layer only
+    ("fc-2", 0.3, "close"),
+    ("fc-3", 0.0, "wrong"),            # "padding is free"
+    ("fc-4", math.log(1024), "wrong"),  # the loss itself, not the difference
+    ("fc-4", 23 / 1024, "close"),      # the padding's probability, near the nats by accident
+    ("fc-5", 1024, "wrong"),
+    ("fc-5", "2,048", "right"),
+])
+def test_plausible_answers(ex_id, given, status):
+    assert exercises.check(ex_id, given).status == status
+
+
+# --------------------------------------------------------------------------------------------
+# Verdicts
+
+
+def test_findings_without_data_say_no_data_yet():
+    table = pk.verdict_table(verdict_fc.findings({name: None for name in verdict_fc.EXPERIMENTS}))
+    assert len(table) == 7
+    assert (table["now"] == "—").all() and (table["verdict"] == "no data yet").all()
+    assert (table["then"] == "—").all()  # no published frame either
+    assert (pk.verdict_table(verdict_fc.findings({}))["verdict"] == "no data yet").all()
+
+
+def test_frames_are_recorded_or_published_only():
+    frames = verdict_fc.frames()
+    assert set(frames) == {*verdict_fc.EXPERIMENTS, verdict_fc.PUBLISHED}
+    for name in verdict_fc.EXPERIMENTS:
+        assert frames[name] is None or frames[name].attrs["meta"].get("device_kind") == "gpu"
+    then = frames[verdict_fc.PUBLISHED]
+    assert then.attrs["meta"]["published_by"] == "Baidu DeepBench"
+    table = pk.verdict_table(verdict_fc.findings(frames))
+    fold = verdict_fc.crossover_fold(then, V100)
+    assert table.loc[1, "then"] == f"{fold:.2f}" and 0.67 < fold <= 1  # DeepBench's crossover ≈ the roofline's
+    assert float(table.loc[2, "then"].rstrip("×")) > 2  # V100: larger batches were much faster
+
+
+def _passes(share: float) -> pd.DataFrame:
+    rows = [dict(batch=B, phase=p, impl=impl, time_s=1e-3 * (share if impl == "gemm" else 1.0))
+            for B in (32, 512) for p in ("forward", "dgrad", "wgrad") for impl in ("autograd", "gemm")]
+    return pd.DataFrame(rows)
+
+
+def _features(unaligned_tflops: float, by_8_tflops: float) -> pd.DataFrame:
+    rows = []
+    for n in fc_exp.feature_points(1024, 256):
+        d = fc_exp._divisible_by(n)
+        tflops = unaligned_tflops if d < 8 else by_8_tflops if d < 64 else 100.0
+        rows.append(dict(sweep="out", swept=n, divisible_by=d, tflops=tflops))
+    return pd.DataFrame(rows)
+
+
+def _vocab(speedup: float) -> pd.DataFrame:
+    frame = fc_exp.predicted_vocab(H100)
+    base = frame["predicted_s"].where(frame["multiple"] == 1).groupby(frame["phase"]).transform("max")
+    frame["time_s"] = np.where(frame["multiple"] == 1, base, base / speedup)
+    return frame
+
+
+def _batch_with_crossover(crossover: float) -> pd.DataFrame:
+    """A 4096² sweep whose two asymptotes meet at ``crossover`` rows, on an H100 (recorded)."""
+    best, batches = 600e12, (1, 16, 64, 256, 1024, 4096)
+    floor = crossover * 2 * 4096 * 4096 / best
+    rows = []
+    for B in batches:
+        t = max(floor, 2 * 4096 * B * 4096 / best)
+        rows.append(dict(M=4096, N=B, K=4096, dtype="float16", time_s=t, tflops=2 * 4096 * B * 4096 / t / 1e12))
+    frame = pd.DataFrame(rows)
+    frame.attrs["meta"] = {"device": "H100-SXM", "device_name": "NVIDIA H100 80GB HBM3", "device_kind": "gpu",
+                           "recorded_at": "2026-11-20", "complete": True}
+    return frame
+
+
+def test_findings_on_frames_with_known_effects():
+    predicted = pk.math_bound_batch(4096, 4096, H100)
+    frames = {"fc_passes": _passes(0.9), "fc_batch": _batch_with_crossover(predicted / 2.5),
+              "fc_features": _features(50.0, 99.0), "vocab_padding": _vocab(1.0)}
+    table = pk.verdict_table(verdict_fc.findings(frames)).set_index("rule")
+    assert table.loc["A layer is three GEMMs", ["now", "verdict"]].tolist() == ["0.90", "holds"]
+    assert table.loc["Batch > 128 (V100)", ["now", "verdict"]].tolist() == ["0.40", "weaker"]
+    assert table.loc["Larger batches are more efficient", "verdict"] == "holds"
+    assert table.loc["Features divisible by 8 (FP16)", "verdict"] == "holds"  # 99 / 50
+    assert table.loc["Divisible by 64, ideally 256", "verdict"] == "gone"  # 100 / 99
+    assert table.loc["Pad the vocabulary to ×8", ["now", "verdict"]].tolist() == ["1.00×", "gone"]
+    # A layer whose time is not its GEMMs', and a crossover at the roofline's batch:
+    frames = {"fc_passes": _passes(0.4), "fc_batch": _batch_with_crossover(predicted)}
+    table = pk.verdict_table(verdict_fc.findings(frames)).set_index("rule")
+    assert table.loc["A layer is three GEMMs", "verdict"] == "gone"
+    assert table.loc["Batch > 128 (V100)", ["now", "verdict"]].tolist() == ["1.00", "holds"]
+
+
+def test_a_cpu_run_is_never_now():
+    cpu = fc_exp.fc_batch(device="cpu", in_features=64, out_features=64, batches=(1, 16), progress=False)
+    assert cpu.attrs["meta"]["device_kind"] == "cpu"
+    table = pk.verdict_table(verdict_fc.findings({"fc_batch": cpu}))
+    assert (table["verdict"] == "no data yet").all()
+    with pytest.raises(TypeError, match="frames"):
+        verdict_fc.findings([cpu])
+    with pytest.raises(TypeError, match="DataFrame"):
+        verdict_fc.findings({"fc_batch": "a frame"})
+
+
+def test_the_vocabulary_figure_heading_fits():
+    fig = pk.plots.plot_vocab_padding(fc_exp.predicted_vocab(H100), pk.provenance.modelled(H100))
+    lines = fig._suptitle.get_text().splitlines()
+    assert len(lines) == 3 and lines[-1].startswith("model of H100-SXM")

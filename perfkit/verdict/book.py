@@ -45,8 +45,9 @@ def book_table_html(table: pd.DataFrame, *, root: str = "chapters/") -> str:
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     head = "".join(f"<th>{h}</th>" for h in
                    ("Chapter", "Rule", "What the guides said", "Then (published)", "Now (recorded)", "Verdict"))
-    return (f'<table class="perfkit-verdicts"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{''.join(rows)}</tbody></table>")
+    # Scrolls sideways rather than cut its last column on a narrow page.
+    return (f'<div style="overflow-x: auto"><table class="perfkit-verdicts" style="font-size: 0.85em">'
+            f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
 
 
 __all__ = ["CHAPTERS", "book_table", "book_table_html"]

@@ -46,7 +46,8 @@ def cell() -> str:
 
 
 def chapters() -> list[Path]:
-    return sorted((REPO / "chapters").glob("*.md"))
+    """Every notebook page Colab can open: the chapters and the landing page."""
+    return [REPO / "intro.md", *sorted((REPO / "chapters").glob("*.md"))]
 
 
 def updated(text: str) -> str:

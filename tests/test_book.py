@@ -38,6 +38,8 @@ IGNORED_PAGE_ERRORS = (re.compile(r"THEBE_JS_URL"),)
 TOC_FILES = toc_files()
 TOC_CHAPTERS = toc_chapters()
 CHAPTER_MDS = [p.relative_to(REPO).as_posix() for p in chapter_sources()]
+# Every MyST notebook: the chapters and the landing page (paired with an .ipynb for Colab too).
+NOTEBOOK_MDS = ["intro.md", *CHAPTER_MDS]
 
 
 def _skip_or_fail(reason: str):
@@ -70,7 +72,7 @@ def test_every_chapter_is_in_the_toc():
     assert not orphans, f"notebooks without a paired .md (nbval would still run them): {orphans}"
 
 
-@pytest.mark.parametrize("md", CHAPTER_MDS)
+@pytest.mark.parametrize("md", NOTEBOOK_MDS)
 def test_chapter_has_kernelspec(md):
     text = (REPO / md).read_text(encoding="utf-8")
     m = re.match(r"^---\n(.*?)\n---\n", text, flags=re.S)
@@ -91,7 +93,7 @@ def _colab_cell_script():
     return module
 
 
-@pytest.mark.parametrize("md", CHAPTER_MDS)
+@pytest.mark.parametrize("md", NOTEBOOK_MDS)
 def test_first_cell_installs_perfkit_on_colab_only(md):
     """The first code cell is hidden (remove-cell), pip-installs perfkit only inside Colab, from the
     one place that says where (_config.yml's repository), and never touches torch."""
@@ -116,7 +118,7 @@ def test_first_cell_installs_perfkit_on_colab_only(md):
     assert not later, f"{md}: code cells {later} install perfkit again or repeat its URL"
 
 
-@pytest.mark.parametrize("md", CHAPTER_MDS)
+@pytest.mark.parametrize("md", NOTEBOOK_MDS)
 def test_committed_ipynb_has_no_outputs(md):
     ipynb = (REPO / md).with_suffix(".ipynb")
     if not ipynb.is_file():
@@ -130,7 +132,7 @@ def test_committed_ipynb_has_no_outputs(md):
     assert "widgets" not in nb.get("metadata", {}), f"{ipynb.name} carries saved widget state"
 
 
-@pytest.mark.parametrize("md", CHAPTER_MDS)
+@pytest.mark.parametrize("md", NOTEBOOK_MDS)
 def test_ipynb_is_in_sync_with_md(md, tmp_path):
     """`jupytext --update --to ipynb` on a copy must reproduce the committed .ipynb exactly."""
     src = REPO / md
@@ -449,7 +451,7 @@ def test_solutions_are_folded(page_facts, entry):
     assert f.get("dropdown_opens") is True, f"{entry}: clicking a solution did not unfold it"
 
 
-@pytest.mark.parametrize("entry", TOC_CHAPTERS)
+@pytest.mark.parametrize("entry", [TOC_FILES[0], *TOC_CHAPTERS])
 def test_colab_link(page_facts, entry):
     hrefs = page_facts(entry)["colab"]
     assert hrefs, f"{entry}: no Colab launch link"

@@ -55,13 +55,16 @@ def _dim(description: str, value: int) -> widgets.BoundedIntText:
                                   layout=widgets.Layout(width="150px"), style={"description_width": "20px"})
 
 
-def _show_figure(out: widgets.Output, fig: Figure) -> None:
-    """Replace ``out``'s content by ``fig`` as a PNG (works with or without a running kernel)."""
+def _show_figure(out: widgets.Output, fig: Figure, alt: str) -> None:
+    """Replace ``out``'s content by ``fig`` as a PNG with ``alt`` text (works with or without a
+    running kernel: the HTML form carries the alt text, the PNG is its fallback)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=96)
+    png = base64.b64encode(buf.getvalue()).decode("ascii")
     out.outputs = ({
         "output_type": "display_data",
-        "data": {"image/png": base64.b64encode(buf.getvalue()).decode("ascii"), "text/plain": repr(fig)},
+        "data": {"text/html": f'<img alt="{html.escape(alt, quote=True)}" src="data:image/png;base64,{png}">',
+                 "image/png": png, "text/plain": alt},
         "metadata": {},
     },)
 
@@ -90,7 +93,9 @@ def roofline_explorer(spec: DeviceSpec | str | None = None, reference: DeviceSpe
                          f"roofline time {format_time(t)}")
         text.value = "<br>".join(lines)
         ax = new_figure(height=4.8, pyplot=False)[1][0, 0]
-        _show_figure(out, plot_roofline([op], specs, dd.value, ax=ax))
+        alt = (f"Roofline of {', '.join(s.label for s in specs)} in {dd.value}, attainable FLOP/s against "
+               f"arithmetic intensity, with {op.name} at {op.intensity:,.1f} FLOP/B")
+        _show_figure(out, plot_roofline([op], specs, dd.value, ax=ax), alt)
 
     for w in (m, n, k, dd):
         w.observe(update, names="value")
@@ -138,7 +143,9 @@ def gemm_explorer(spec: DeviceSpec | str | None = None,
         text.value = "<table>" + "".join(
             f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td></tr>" for a, b in rows) + "</table>"
         ax = new_figure(height=5.5, width=6.5, pyplot=False)[1][0, 0]
-        _show_figure(out, plot_tile_waves(p.M, p.N, p.tile, spec.sms, ax=ax, source=modelled(spec)))
+        alt = (f"The {p.M}×{p.N} output of the GEMM cut into {p.tile[0]}×{p.tile[1]} tiles, coloured by the "
+               f"wave that runs them on {spec.sms} SMs: {p.tiles} tiles in {p.waves} wave(s)")
+        _show_figure(out, plot_tile_waves(p.M, p.N, p.tile, spec.sms, ax=ax, source=modelled(spec)), alt)
 
     for w in (m, n, k, dd, td):
         w.observe(update, names="value")

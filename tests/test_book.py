@@ -334,10 +334,8 @@ def _collect(lp: LoadedPage, entry: str) -> dict:
         const outs = Array.from(document.querySelectorAll('article .cell_output'));
         return {
           broken: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute('src')),
-          // (the ipywidget explorers' images, drawn by the widget manager, are not the page's figures)
           figures: Array.from(document.querySelectorAll('article .cell_output img'))
-              .filter(i => i.naturalWidth > 0 && !i.closest('.jupyter-widgets'))
-              .map(i => [i.getAttribute('src'), i.getAttribute('alt') || '']),
+              .filter(i => i.naturalWidth > 0).map(i => [i.getAttribute('src'), i.getAttribute('alt') || '']),
           outputs: outs.map(e => e.innerText),
           stderr: Array.from(document.querySelectorAll('.output.stderr')).map(e => e.innerText),
           colab: Array.from(document.querySelectorAll('a[href*="colab.research.google.com"]')).map(a => a.href),

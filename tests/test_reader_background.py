@@ -19,28 +19,12 @@ from perfkit.interactive import background  # noqa: E402
 from perfkit.interactive._figure import MAX_HTML_BYTES, html_bytes  # noqa: E402
 from perfkit.provenance import modelled  # noqa: E402
 from perfkit.units import TERA, format_time  # noqa: E402
+from figure_helpers import steps as _steps  # noqa: E402
 
 H100, V100, A100 = (pk.device_spec(n) for n in ("H100-SXM", "V100-SXM2", "A100-SXM4-80GB"))
 OPS = pk.nvidia_example_operations("float16")
 
 
-def _by_trace(args):
-    """Plotly ``update`` arguments as (``{prop: [value of each trace]}`` over every trace, layout):
-    a trace the state leaves alone gets None."""
-    data, layout = args[0], args[1]
-    n = max((len(v) for v in data.values()), default=0)
-    touched = list(args[2]) if len(args) > 2 else list(range(n))
-    full = {k: [None] * (max(touched, default=-1) + 1) for k in data}
-    for k, values in data.items():
-        for i, v in zip(touched, values):
-            full[k][i] = v
-    return full, layout
-
-
-def _steps(fig):
-    layout = fig.figure.layout
-    controls = layout.sliders[0].steps if layout.sliders else layout.updatemenus[0].buttons
-    return [(c.label, _by_trace(c.args)) for c in controls]
 
 
 # --------------------------------------------------------------------------------------------

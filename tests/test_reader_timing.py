@@ -20,28 +20,12 @@ from perfkit.interactive import timing  # noqa: E402
 from perfkit.interactive._figure import MAX_HTML_BYTES, html_bytes  # noqa: E402
 from perfkit.plots.timers import plot_timers  # noqa: E402
 from perfkit.units import format_percent, format_time  # noqa: E402
+from figure_helpers import steps as _steps  # noqa: E402
 
 #: Four calls of 2 ms, then one of 20 ms, and again: the chapter's "sometimes slow" function.
 SLOW_EVERY_FIFTH = np.array([0.020 if i % 5 == 4 else 0.002 + 1e-6 * i for i in range(30)])
 
 
-def _by_trace(args):
-    """Plotly ``update`` arguments as (``{prop: [value of each trace]}`` over every trace, layout):
-    a trace the state leaves alone gets None."""
-    data, layout = args[0], args[1]
-    n = max((len(v) for v in data.values()), default=0)
-    touched = list(args[2]) if len(args) > 2 else list(range(n))
-    full = {k: [None] * (max(touched, default=-1) + 1) for k in data}
-    for k, values in data.items():
-        for i, v in zip(touched, values):
-            full[k][i] = v
-    return full, layout
-
-
-def _steps(fig):
-    layout = fig.figure.layout
-    controls = layout.sliders[0].steps if layout.sliders else layout.updatemenus[0].buttons
-    return [(c.label, _by_trace(c.args)) for c in controls]
 
 
 def test_samples_settle_reads_out_the_statistics_of_the_first_k():

@@ -168,18 +168,24 @@ def _base(traces: Sequence[Any], layout: Mapping[str, Any] | None) -> go.Figure:
     return fig
 
 
+def _controlled(traces: Sequence[Any], states: Sequence[State], active: int,
+                layout: Mapping[str, Any] | None) -> tuple[go.Figure, list[dict]]:
+    """The figure opened at ``states[active]``, and one Plotly ``update`` entry per state."""
+    fig = _base(traces, layout)
+    _check_states(states, len(fig.data), "states")
+    if not 0 <= active < len(states):
+        raise ValueError(f"active must index states (0 … {len(states) - 1}), got {active}")
+    _apply(fig, states[active])
+    return fig, [{"method": "update", "label": s.label, "args": _update_args(s, fig)} for s in states]
+
+
 def with_slider(traces: Sequence[Any], states: Sequence[State], *, prefix: str, active: int = 0,
                 layout: Mapping[str, Any] | None = None) -> go.Figure:
     """A figure of ``traces`` with a slider over ``states``; it opens at ``states[active]``.
 
     ``prefix`` labels the slider's current value (e.g. ``"N = "``).
     """
-    fig = _base(traces, layout)
-    _check_states(states, len(fig.data), "states")
-    if not 0 <= active < len(states):
-        raise ValueError(f"active must index states (0 … {len(states) - 1}), got {active}")
-    _apply(fig, states[active])
-    steps = [{"method": "update", "label": s.label, "args": _update_args(s, fig)} for s in states]
+    fig, steps = _controlled(traces, states, active, layout)
     fig.update_layout(sliders=[{"active": active, "steps": steps, "pad": {"t": 50},
                                 "currentvalue": {"prefix": prefix}}])
     return fig
@@ -188,12 +194,7 @@ def with_slider(traces: Sequence[Any], states: Sequence[State], *, prefix: str, 
 def with_menu(traces: Sequence[Any], states: Sequence[State], *, active: int = 0,
               layout: Mapping[str, Any] | None = None) -> go.Figure:
     """A figure of ``traces`` with a drop-down menu over ``states``; it opens at ``states[active]``."""
-    fig = _base(traces, layout)
-    _check_states(states, len(fig.data), "states")
-    if not 0 <= active < len(states):
-        raise ValueError(f"active must index states (0 … {len(states) - 1}), got {active}")
-    _apply(fig, states[active])
-    buttons = [{"method": "update", "label": s.label, "args": _update_args(s, fig)} for s in states]
+    fig, buttons = _controlled(traces, states, active, layout)
     fig.update_layout(updatemenus=[{"active": active, "buttons": buttons, "x": 1.0, "xanchor": "right",
                                     "y": 1.02, "yanchor": "bottom", "direction": "down"}])
     return fig

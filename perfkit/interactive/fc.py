@@ -21,7 +21,7 @@ from ..data import published as published_frame
 from ..devices import DeviceSpec, device_spec
 from ..dtypes import canonical_dtype
 from ..gemm_model import explain_gemm
-from ..provenance import Source, caption, modelled, source_of
+from ..provenance import caption, modelled, source_of
 from ..roofline import arithmetic_intensity, gemm_flops, math_bound_batch
 from ..shapes import linear_gemms
 from ._figure import InteractiveFigure, State, heading, rounded, with_slider

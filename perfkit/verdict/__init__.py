@@ -11,10 +11,10 @@ that :func:`judge` computes from the "now" number:
 
 An *effect* is a number where larger means the rule matters more: the speedup from following it
 (slow ÷ fast time), or the fraction of the best throughput reached at the rule's threshold.
-Nothing here reads ``data/`` or measures. One module per chapter (``perfkit.verdict.fc`` …)
-computes that chapter's findings from the frames it is handed (``findings(frames)``), so the
-chapter and the book-wide table (:func:`book_table`, from the recorded data) share one
-computation.
+Nothing here measures. One module per chapter (``perfkit.verdict.fc`` …) computes that
+chapter's findings from the frames it is handed (``findings(frames)``), so the chapter and the
+book-wide table (:func:`book_table`) share one computation; only each module's ``frames()``
+reads ``data/``, for that table: recordings, never a live run.
 """
 
 from __future__ import annotations

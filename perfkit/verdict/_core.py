@@ -1,23 +1,5 @@
-"""Verdicts: does a 2015–2023 performance rule still hold? Computed from data, never typed in.
-
-(The core of :mod:`perfkit.verdict`; the chapter modules import from here.)
-
-Each chapter ends with a table of :class:`Finding` rows, one per rule: what the source said,
-the effect measured *then* (published data) and *now* (a live or recorded run), and a verdict
-that :func:`judge` computes from the "now" number:
-
-- ``"holds"``: the effect is still at least ``holds_at``;
-- ``"weaker"``: it is still there, but below ``holds_at``;
-- ``"gone"``: it is below ``gone_below`` (e.g. a speedup under 1.1×: noise, not a rule);
-- ``"no data yet"``: nothing was measured or recorded on a current GPU.
-
-An *effect* is a number where larger means the rule matters more: the speedup from following it
-(slow ÷ fast time), or the fraction of the best throughput reached at the rule's threshold.
-Nothing here reads ``data/`` or measures. One module per chapter (``perfkit.verdict.fc`` …)
-computes that chapter's findings from the frames it is handed (``findings(frames)``), so the
-chapter and the book-wide table (:func:`book_table`, from the recorded data) share one
-computation.
-"""
+"""The core of :mod:`perfkit.verdict` (see its docstring): :class:`Finding`, :func:`judge`,
+:func:`finding` and :func:`verdict_table`. The chapter modules import from here."""
 
 from __future__ import annotations
 

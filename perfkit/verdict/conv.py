@@ -19,12 +19,12 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from ..data import has_recording, load
 from ..devices import device_spec
 from ..experiments import conv_analysis as ca
 from ..provenance import published_counterparts
 from ..then_now import CONV_SHAPE, speedups
 from ._core import Finding, finding
+from ._frames import gpu_rows, recorded
 
 TITLE = "Convolutions"
 CHAPTER = "05_convolutions"
@@ -52,8 +52,7 @@ def published_frames() -> dict[str, pd.DataFrame | None]:
 
 def frames() -> dict[str, pd.DataFrame | None]:
     """The recorded (never live, never CPU) and published frames that findings() reads."""
-    recorded = {name: load(name) if has_recording(name) else None for name in EXPERIMENTS}
-    return {**recorded, **published_frames()}
+    return {**recorded(EXPERIMENTS), **published_frames()}
 
 
 def _checked(frames: Any) -> dict[str, pd.DataFrame | None]:
@@ -64,14 +63,7 @@ def _checked(frames: Any) -> dict[str, pd.DataFrame | None]:
     unknown = [k for k in frames if k not in known]
     if unknown:
         raise ValueError(f"frames has unknown names {unknown}; accepted: {', '.join(known)}")
-    out = {}
-    for name in known:
-        frame = frames.get(name)
-        if frame is not None and not isinstance(frame, pd.DataFrame):
-            raise TypeError(f"frames[{name!r}] must be a pandas DataFrame or None, got {type(frame).__name__}")
-        on_cpu = frame is not None and (frame.attrs.get("meta") or {}).get("device_kind") == "cpu"
-        out[name] = None if on_cpu or (frame is not None and frame.empty) else frame
-    return out
+    return {name: gpu_rows(frames.get(name), f"frames[{name!r}]") for name in known}
 
 
 def _number(value: Any) -> float | None:

@@ -12,12 +12,12 @@ from typing import Mapping
 
 import pandas as pd
 
-from ..data import has_recording, load
-from ..devices import DeviceSpec, current_device, device_spec, match_driver_name
+from ..devices import DeviceSpec, device_spec
 from ..experiments.fc import feature_effects, pass_overhead, vocab_savings
 from ..provenance import published_counterparts
 from ..roofline import batch_crossover, math_bound_batch
 from ._core import Finding, finding
+from ._frames import gpu_rows, recorded, spec_of
 
 TITLE = "Fully-connected layers"
 CHAPTER = "03_fully_connected"
@@ -32,33 +32,10 @@ THEN_GPU, SMALL_BATCH = "V100-SXM2", 16
 
 def frames() -> dict[str, pd.DataFrame | None]:
     """The recorded (never live, never CPU) and published frames that :func:`findings` reads."""
-    out: dict[str, pd.DataFrame | None] = {name: load(name) if has_recording(name) else None
-                                           for name in EXPERIMENTS}
+    out = recorded(EXPERIMENTS)
     then = published_counterparts("fc_batch", gpus=(THEN_GPU,))
     out[PUBLISHED] = next(iter(then.values()), None)
     return out
-
-
-def _gpu(frame: pd.DataFrame | None) -> pd.DataFrame | None:
-    """``frame`` if it holds GPU rows, else None (a CPU run is never a "now")."""
-    if frame is None:
-        return None
-    if not isinstance(frame, pd.DataFrame):
-        raise TypeError(f"each frame must be a pandas DataFrame or None, got {type(frame).__name__}")
-    meta = frame.attrs.get("meta") or {}
-    return frame if len(frame) and meta.get("device_kind", "gpu") == "gpu" else None
-
-
-def _spec_of(frame: pd.DataFrame) -> DeviceSpec | None:
-    """The device a GPU frame ran on: its recorded table name, its driver name, or this GPU if live."""
-    meta = frame.attrs.get("meta") or {}
-    name = meta.get("device") or match_driver_name(str(meta.get("device_name", "")))
-    if name:
-        try:
-            return device_spec(name)
-        except LookupError:
-            pass
-    return current_device() if meta.get("live") else None
 
 
 def gemm_share(passes: pd.DataFrame | None) -> float | None:
@@ -111,14 +88,14 @@ def findings(frames: Mapping[str, pd.DataFrame | None]) -> list[Finding]:
     if not isinstance(frames, Mapping):
         raise TypeError(f"frames must be a mapping of experiment name → DataFrame or None, got "
                         f"{type(frames).__name__}")
-    now = {name: _gpu(frames.get(name)) for name in EXPERIMENTS}
+    now = {name: gpu_rows(frames.get(name), f"frames[{name!r}]") for name in EXPERIMENTS}
     then = frames.get(PUBLISHED)
     if then is not None and not isinstance(then, pd.DataFrame):
         raise TypeError(f"frames[{PUBLISHED!r}] must be a DataFrame or None, got {type(then).__name__}")
     then = then if then is not None and len(then) else None
     batch = now["fc_batch"]
     fold_then = crossover_fold(then, device_spec(THEN_GPU))
-    fold_now = crossover_fold(batch, _spec_of(batch) if batch is not None else None)
+    fold_now = crossover_fold(batch, spec_of(batch))
     align_gain, tile_gain = feature_gains(now["fc_features"])
     saving8, saving64 = vocab_gains(now["vocab_padding"])
     return [

@@ -20,6 +20,7 @@ from ..experiments.gemm import alignment_penalty
 from ..quantization import alignment
 from ..then_now import counterpart, layout_spread
 from ._core import Finding, finding
+from ._frames import gpu_rows, is_cpu, recorded
 
 TITLE = "Matrix multiplication"
 CHAPTER = "02_gemm"
@@ -41,8 +42,7 @@ SMALL_WORK, BIG_WORK = 1e9, 1e11
 def frames() -> dict[str, pd.DataFrame | None]:
     """The recorded (never live, never CPU) GPU frames of :data:`EXPERIMENTS`, None where there is
     no recording, and DeepBench's published V100 GEMMs under :data:`PUBLISHED`."""
-    out: dict[str, pd.DataFrame | None] = {
-        name: data.load(name) if data.has_recording(name) else None for name in EXPERIMENTS}
+    out = recorded(EXPERIMENTS)
     try:
         out[PUBLISHED] = data.published("gemm", THEN_GPU)
     except LookupError:
@@ -55,19 +55,16 @@ def _gpu_frame(frames: Mapping[str, pd.DataFrame | None], key: str) -> pd.DataFr
 
     ``ValueError`` for a frame measured on a CPU or by a third party (published): neither is "now".
     """
-    frame = frames.get(key)
-    if frame is None:
-        return None
-    if not isinstance(frame, pd.DataFrame):
-        raise TypeError(f"frames[{key!r}] must be a DataFrame or None, got {type(frame).__name__}")
-    meta = frame.attrs.get("meta") or {}
-    if meta.get("device_kind") == "cpu":
-        raise ValueError(f"frames[{key!r}] was measured on a CPU ({meta.get('device_name')}); a verdict "
+    frame = gpu_rows(frames.get(key), f"frames[{key!r}]")
+    if frame is None and frames.get(key) is not None and is_cpu(frames[key]):
+        name = frames[key].attrs["meta"].get("device_name")
+        raise ValueError(f"frames[{key!r}] was measured on a CPU ({name}); a verdict "
                          "needs a GPU frame, live or recorded (pass None instead)")
+    meta = {} if frame is None else frame.attrs.get("meta") or {}
     if meta.get("published_by"):
         raise ValueError(f"frames[{key!r}] comes from {meta['published_by']}: published data is 'then' and "
                          f"goes under frames[{PUBLISHED!r}]")
-    return frame if len(frame) else None
+    return frame
 
 
 def _finite(value: float) -> float | None:

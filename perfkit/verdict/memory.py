@@ -15,6 +15,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from ._core import Finding, finding
+from ._frames import gpu_rows, recorded, spec_of
 
 TITLE = "Memory-limited layers"
 CHAPTER = "06_memory_limited"
@@ -27,45 +28,16 @@ EFFECTS: tuple[str, ...] = ("spread", "near_copy", "knee_mb", "bn_saving", "nhwc
                             "small_share", "share_ratio", "fusion_gain", "fusion_realised")
 
 
-def _meta(frame: pd.DataFrame) -> dict:
-    return frame.attrs.get("meta") or {}
-
-
-def _is_cpu(frame: pd.DataFrame) -> bool:
-    meta = _meta(frame)
-    name = str(meta.get("device_name") or meta.get("device") or "")
-    return meta.get("device_kind") == "cpu" or name.upper().startswith("CPU")
-
-
 def gpu_frame(frames: Mapping[str, pd.DataFrame | None], name: str) -> pd.DataFrame | None:
     """``frames[name]`` if it holds rows measured on a GPU (a frame with no metadata counts as one),
     else None: a CPU frame is never a "now"."""
     if not isinstance(frames, Mapping):
         raise TypeError(f"frames must be a dict of experiment name → DataFrame or None, got {type(frames).__name__}")
-    frame = frames.get(name)
-    if frame is None:
-        return None
-    if not isinstance(frame, pd.DataFrame):
-        raise TypeError(f"frames[{name!r}] must be a DataFrame or None, got {type(frame).__name__}")
-    return None if _is_cpu(frame) or not len(frame) else frame
+    return gpu_rows(frames.get(name), f"frames[{name!r}]")
 
 
-def gpu_of(frame: pd.DataFrame | None):
-    """The :class:`~perfkit.devices.DeviceSpec` of the GPU ``frame`` was measured on (from its
-    metadata), or None (no frame, a CPU frame, or a device perfkit does not know)."""
-    from ..devices import device_spec
-
-    if frame is None or _is_cpu(frame):
-        return None
-    meta = _meta(frame)
-    for key in ("device", "device_name"):
-        name = meta.get(key)
-        if isinstance(name, str) and name:
-            try:
-                return device_spec(name)
-            except LookupError:
-                continue
-    return None
+#: The GPU a frame was measured on (None for no frame, a CPU run, or an unknown device).
+gpu_of = spec_of
 
 
 def copy_ceiling(copy: pd.DataFrame | None, *measured: pd.DataFrame | None) -> tuple[float | None, Any]:
@@ -78,7 +50,7 @@ def copy_ceiling(copy: pd.DataFrame | None, *measured: pd.DataFrame | None) -> t
     from ..calibration import achievable_ceilings
     from ..provenance import source_of
 
-    if copy is not None and not _is_cpu(copy) and len(copy) and "gbps" in copy.columns:
+    if gpu_rows(copy, "copy") is not None and "gbps" in copy.columns:
         best = float(copy["gbps"].max())
         if math.isfinite(best) and best > 0:
             return best * 1e9, source_of(copy) or "ceiling_copy"
@@ -186,14 +158,9 @@ def effects(frames: Mapping[str, pd.DataFrame | None]) -> dict[str, float | None
 def frames() -> dict[str, pd.DataFrame | None]:
     """The recorded GPU frames that findings() reads (never live, never a CPU's); ``ceiling_copy``
     from the GPU that recorded ``activation_sizes`` (or any GPU's, without it). None where missing."""
-    from ..data import has_recording, load
-
-    out: dict[str, pd.DataFrame | None] = {}
-    for name in EXPERIMENTS[:-1]:
-        out[name] = load(name) if has_recording(name) else None
+    out = recorded(EXPERIMENTS[:-1])
     spec = next((gpu_of(f) for f in out.values() if gpu_of(f) is not None), None)
-    out["ceiling_copy"] = load("ceiling_copy", spec) if has_recording("ceiling_copy", spec) else None
-    return out
+    return {**out, **recorded(["ceiling_copy"], spec)}
 
 
 def findings(frames: Mapping[str, pd.DataFrame | None]) -> list[Finding]:

@@ -16,10 +16,11 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from ..data import has_recording, load, published
+from ..data import published
 from ..experiments.rnn import combine_speedup, deepbench_comparable, throughput_ratio
 from ..then_now import counterpart, layout_spread
 from ._core import Finding, finding
+from ._frames import gpu_rows, recorded
 
 TITLE = "Recurrent layers"
 CHAPTER = "04_recurrent"
@@ -34,8 +35,7 @@ KEYS: tuple[str, ...] = EXPERIMENTS + PUBLISHED_KEYS
 
 def frames() -> dict[str, pd.DataFrame | None]:
     """The recorded (never live) and published frames that findings() reads."""
-    out: dict[str, pd.DataFrame | None] = {
-        name: load(name) if has_recording(name) else None for name in EXPERIMENTS}
+    out = recorded(EXPERIMENTS)
     out["published_gemm"] = published("gemm", THEN_GPU)
     out["published_rnn"] = counterpart("rnn_cudnn", published("rnn", THEN_GPU), "float16")
     return out
@@ -43,15 +43,7 @@ def frames() -> dict[str, pd.DataFrame | None]:
 
 def _gpu(frames: Mapping[str, Any], key: str) -> pd.DataFrame | None:
     """``frames[key]`` unless it is missing, empty or measured on a CPU."""
-    f = frames.get(key)
-    if f is None:
-        return None
-    if not isinstance(f, pd.DataFrame):
-        raise TypeError(f"frames[{key!r}] must be a DataFrame or None, got {type(f).__name__}")
-    meta = f.attrs.get("meta") or {}
-    if meta.get("device_kind") == "cpu" or not len(f):
-        return None
-    return f
+    return gpu_rows(frames.get(key), f"frames[{key!r}]")
 
 
 def _published(frames: Mapping[str, Any], key: str) -> pd.DataFrame | None:

@@ -1,0 +1,53 @@
+"""The frames a chapter's verdicts read: GPU rows only (a CPU run is never a "now"), and the
+recordings in ``data/`` that the book-wide table uses. Shared by the chapter modules."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import pandas as pd
+
+from ..data import has_recording, load
+from ..devices import DeviceSpec, current_device, device_spec, match_driver_name
+
+
+def is_cpu(frame: pd.DataFrame) -> bool:
+    """Whether ``frame``'s metadata says it was measured on a CPU (no metadata: not a CPU)."""
+    meta = frame.attrs.get("meta") or {}
+    name = str(meta.get("device_name") or meta.get("device") or "")
+    return meta.get("device_kind") == "cpu" or name.upper().startswith("CPU")
+
+
+def gpu_rows(frame: pd.DataFrame | None, param: str = "frame") -> pd.DataFrame | None:
+    """``frame`` if it holds rows measured on a GPU, else None (missing, empty or a CPU run);
+    ``TypeError`` naming ``param`` if it is not a DataFrame."""
+    if frame is None:
+        return None
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"{param} must be a pandas DataFrame or None, got {type(frame).__name__}")
+    return None if frame.empty or is_cpu(frame) else frame
+
+
+def recorded(names: Iterable[str], device: str | None = None) -> dict[str, pd.DataFrame | None]:
+    """The recording of each experiment in ``names`` (on ``device``, default: any), None where
+    there is none. Never measures."""
+    return {name: load(name, device) if has_recording(name, device) else None for name in names}
+
+
+def spec_of(frame: pd.DataFrame | None) -> DeviceSpec | None:
+    """The GPU a frame was measured on: its recorded table name, else its driver's name, else this
+    GPU for a live frame; None for no frame, a CPU run, or a GPU perfkit does not know."""
+    if frame is None or is_cpu(frame):
+        return None
+    meta = frame.attrs.get("meta") or {}
+    driver = str(meta.get("device_name") or "")
+    for name in (meta.get("device"), match_driver_name(driver), driver):
+        if isinstance(name, str) and name:
+            try:
+                return device_spec(name)
+            except LookupError:
+                continue
+    return current_device() if meta.get("live") else None
+
+
+__all__ = ["gpu_rows", "is_cpu", "recorded", "spec_of"]

@@ -1,0 +1,23 @@
+"""Reading an interactive figure's states back in tests (perfkit.interactive)."""
+
+from __future__ import annotations
+
+
+def by_trace(args):
+    """Plotly ``update`` arguments as (``{prop: [value of each trace]}`` over every trace, layout):
+    a trace the state leaves alone gets None."""
+    data, layout = args[0], args[1]
+    n = max((len(v) for v in data.values()), default=0)
+    touched = list(args[2]) if len(args) > 2 else list(range(n))
+    full = {k: [None] * (max(touched, default=-1) + 1) for k in data}
+    for k, values in data.items():
+        for i, v in zip(touched, values):
+            full[k][i] = v
+    return full, layout
+
+
+def steps(fig):
+    """``(label, by_trace(args))`` of each slider step, or of each menu button."""
+    layout = fig.figure.layout
+    controls = layout.sliders[0].steps if layout.sliders else layout.updatemenus[0].buttons
+    return [(c.label, by_trace(c.args)) for c in controls]

@@ -25,6 +25,8 @@ The public API, by concept (one module each):
   :func:`verdict_table`, :func:`judge`
 - layers: :func:`padded_linear` (a Linear padded to a multiple, same outputs), :func:`padded_conv2d`
   (a Conv2d with padded channels, same outputs)
+- what a chapter shows besides figures: :func:`note` (a styled admonition), :func:`table` (an
+  HTML table, no index), :func:`device_card` (one line about the device, the rest folded)
 - figures and widgets: :mod:`perfkit.plots`, :func:`roofline_explorer`, :func:`gemm_explorer`;
   figures that move in a static page (Plotly): :mod:`perfkit.interactive`
 - the problems of each chapter, with answers from perfkit and a self-check: :mod:`perfkit.exercises`
@@ -42,6 +44,7 @@ import warnings as _warnings
 from . import data, experiments, provenance, then_now, verdict
 from ._version import __version__
 from .data import published, published_all, published_recordings
+from .display import Note, Table, device_card, note, table
 from .devices import KNOWN_DEVICES, DeviceSpec, current_device, device_spec, match_driver_name
 from .dtypes import DTYPES, canonical_dtype, itemsize, torch_dtype
 from .experiments import REGISTRY

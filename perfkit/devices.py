@@ -20,7 +20,7 @@ from typing import Mapping
 import psutil
 
 from .dtypes import DTYPES, canonical_dtype
-from .units import GIGA, TERA, GiB, MiB
+from .units import GIGA, TERA, GiB, MiB, format_rate
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,8 @@ class DeviceSpec:
         for d in DTYPES:
             if d in self.peaks:
                 obp = f", ops:byte {self.ops_per_byte(d):.1f}" if self.mem_bandwidth else ""
-                rows.append((f"peak {d}", f"{self.peaks[d] / TERA:,.1f} TFLOP/s{obp}", self.sources.get("peaks", "")))
+                rate = format_rate(self.peaks[d], "OP" if d == "int8" else "FLOP")
+                rows.append((f"peak {d}", f"{rate}{obp}", self.sources.get("peaks", "")))
         w0 = max(len(r[0]) for r in rows)
         w1 = max(len(r[1]) for r in rows)
         return "\n".join(f"{a:<{w0}}  {b:<{w1}}  {c}".rstrip() for a, b, c in rows)

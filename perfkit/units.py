@@ -2,7 +2,7 @@
 
 perfkit computes in base units (seconds, bytes, FLOP/s, bytes/s) and scales only to print or
 label. Figures scale their axes with :class:`matplotlib.ticker.EngFormatter` (see
-:mod:`perfkit.plots`); text uses :func:`format_time` and :func:`format_percent`.
+:mod:`perfkit.plots`); text uses :func:`format_time`, :func:`format_rate` and :func:`format_percent`.
 """
 
 from __future__ import annotations
@@ -38,6 +38,27 @@ def format_time(seconds: float) -> str:
         return f"{v:.{digits}f} {unit}"
 
 
+def time_column(name: str, unit: str) -> tuple[str, float]:
+    """A table header for a column of seconds shown in ``unit`` (``"s"``, ``"ms"``, ``"µs"`` or
+    ``"ns"``), and the factor that converts: ``("time_s", "µs")`` → ``("time (µs)", 1e6)``."""
+    scales = dict(_TIME_UNITS)
+    if unit not in scales:
+        raise ValueError(f"unit must be one of {list(scales)}, got {unit!r}")
+    stem = name[:-2] if name.endswith("_s") else name
+    return f"{stem.replace('_', ' ')} ({unit})", 1.0 / scales[unit]
+
+
+def format_rate(per_second: float, unit: str = "FLOP") -> str:
+    """A rate with the prefix that keeps it readable: ``'989.4 TFLOP/s'``, ``'1.2 GFLOP/s'``
+    (never ``'0.0 TFLOP/s'``); ``unit`` is what is counted per second (``"FLOP"``, ``"OP"``, ``"B"``)."""
+    if not math.isfinite(per_second):
+        return f"{per_second} {unit}/s"
+    for prefix, scale in (("T", TERA), ("G", GIGA), ("M", 1e6)):
+        if abs(per_second) >= scale:
+            return f"{per_second / scale:,.1f} {prefix}{unit}/s"
+    return f"{per_second:,.1f} {unit}/s"
+
+
 def format_percent(fraction: float) -> str:
     """A fraction as a percentage: ``0.004`` → ``'0.4%'``, ``1.7`` → ``'170%'``, NaN/inf → ``'n/a'``."""
     if not math.isfinite(fraction):
@@ -45,4 +66,4 @@ def format_percent(fraction: float) -> str:
     return f"{100 * fraction:.1f}%" if abs(fraction) < 1 else f"{100 * fraction:.0f}%"
 
 
-__all__ = ["GIGA", "GiB", "MiB", "TERA", "format_percent", "format_time"]
+__all__ = ["GIGA", "GiB", "MiB", "TERA", "format_percent", "format_rate", "format_time", "time_column"]

@@ -92,7 +92,7 @@ def roofline_explorer(spec: DeviceSpec | str | None = None, reference: DeviceSpe
             lines.append(f"{html.escape(s.label)}: {bound}-bound (ops:byte {s.ops_per_byte(dd.value):,.0f}), "
                          f"roofline time {format_time(t)}")
         text.value = "<br>".join(lines)
-        ax = new_figure(height=4.8, pyplot=False)[1][0, 0]
+        ax = new_figure(height=4.8)[1][0, 0]
         alt = (f"Roofline of {', '.join(s.label for s in specs)} in {dd.value}, attainable FLOP/s against "
                f"arithmetic intensity, with {op.name} at {op.intensity:,.1f} FLOP/B")
         _show_figure(out, plot_roofline([op], specs, dd.value, ax=ax), alt)
@@ -142,7 +142,7 @@ def gemm_explorer(spec: DeviceSpec | str | None = None,
                 rows.append(("measured", f"failed: {type(e).__name__}: {e}"))
         text.value = "<table>" + "".join(
             f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td></tr>" for a, b in rows) + "</table>"
-        ax = new_figure(height=5.5, width=6.5, pyplot=False)[1][0, 0]
+        ax = new_figure(height=5.5, width=6.5)[1][0, 0]
         alt = (f"The {p.M}×{p.N} output of the GEMM cut into {p.tile[0]}×{p.tile[1]} tiles, coloured by the "
                f"wave that runs them on {spec.sms} SMs: {p.tiles} tiles in {p.waves} wave(s)")
         _show_figure(out, plot_tile_waves(p.M, p.N, p.tile, spec.sms, ax=ax, source=modelled(spec)), alt)

@@ -21,3 +21,13 @@ def steps(fig):
     layout = fig.figure.layout
     controls = layout.sliders[0].steps if layout.sliders else layout.updatemenus[0].buttons
     return [(c.label, by_trace(c.args)) for c in controls]
+
+
+def note_of(result) -> str:
+    """The one-line text of the :class:`perfkit.Note` a figure function returned for missing data
+    (title, a colon, the reason; whitespace collapsed); fails on a figure or anything else."""
+    from perfkit.display import Note
+
+    assert isinstance(result, Note), f"expected a perfkit Note (no data), got {type(result).__name__}"
+    assert "perfkit-note" in result._repr_html_()
+    return " ".join(str(result).split())

@@ -18,6 +18,7 @@ import perfkit as pk  # noqa: E402
 from perfkit import plots  # noqa: E402
 from perfkit.experiments import advisor as ex  # noqa: E402
 from perfkit.plots.advisor import KINDS, op_kind  # noqa: E402
+from figure_helpers import note_of
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples and noise: expected here
 MODEL = "model of H100-SXM"
@@ -143,17 +144,13 @@ def test_hand_built_frames_need_a_source(layers, fixes):
 @pytest.mark.parametrize("plot", [plots.plot_advice_vs_measured, plots.plot_fix_savings])
 def test_no_frame_prints_one_line(plot, capsys):
     missing = pk.provenance.missing("no recording of 'advisor_layers' in data/ yet")
-    assert plot(None, missing) is None
-    assert capsys.readouterr().out == "No figure: no recording of 'advisor_layers' in data/ yet\n"
+    assert note_of(plot(None, missing)) == "No recording yet: No recording of 'advisor_layers' in data/ yet"
 
 
 def test_empty_frame_and_no_advice_print_one_line(layers, capsys):
-    assert plots.plot_advice_vs_measured(layers.iloc[:0]) is None
-    assert "No figure: the frame has no rows (live on CPU" in capsys.readouterr().out
+    assert "Nothing to draw: The frame has no rows (live on CPU" in note_of(plots.plot_advice_vs_measured(layers.iloc[:0]))
     for plot in (plots.plot_step_breakdown, plots.plot_savings):
-        assert plot(None) is None and plot({}) is None
-        out = capsys.readouterr().out.splitlines()
-        assert len(out) == 2 and all(line.startswith("No figure: no advice") for line in out)
+        assert all(note_of(p).startswith("Nothing to draw: No advice") for p in (plot(None), plot({})))
 
 
 def test_bad_arguments_are_refused(advices, fixes):

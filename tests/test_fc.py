@@ -21,6 +21,7 @@ from perfkit import plots  # noqa: E402
 from perfkit.experiments import REGISTRY, common, fc  # noqa: E402
 from perfkit.measurement import Measurement  # noqa: E402
 from perfkit.provenance import modelled  # noqa: E402
+from figure_helpers import note_of
 
 NAMES = ["fc_passes", "fc_batch", "fc_features", "vocab_padding"]
 CPU_META = {"live": True, "device_name": "AMD EPYC 7B13", "measured_at": "2026-11-22T08:00:00+00:00"}
@@ -200,8 +201,7 @@ def test_figures_are_captioned_and_refuse_without_data(short_bench, capsys):
     for fn, frame in ((plots.plot_fc_passes, passes), (plots.plot_fc_batch, batch),
                       (plots.plot_vocab_padding, vocab), (plots.plot_fc_features, feats)):
         assert "live on CPU" in _heading(fn(frame))
-        assert fn(None, pk.provenance.missing("no recording yet")) is None
-        assert "No figure: no recording yet" in capsys.readouterr().out
+        assert note_of(fn(None, pk.provenance.missing("no recording yet"))) == "No recording yet: No recording yet"
     hand = _meta(batch.copy())
     assert "AMD EPYC" in _heading(plots.plot_fc_batch(hand, models=[pk.device_spec("V100-SXM2")]))
 
@@ -226,8 +226,7 @@ def test_widths_figure_draws_square_layers_only(capsys):
     fig = plots.plot_fc_widths({"V100-SXM2, 2019": v100})
     assert "published by Baidu DeepBench" in _heading(fig)
     assert {line.get_label().split(",")[0] for line in fig.axes[0].lines} >= {"1760×1760", "4096×4096"}
-    assert plots.plot_fc_widths({"none": None}) is None
-    assert "No figure" in capsys.readouterr().out
+    assert note_of(plots.plot_fc_widths({"none": None})).startswith("Nothing to draw")
 
 
 def test_predicted_vocab_prices_the_slice_of_a_padded_backward():

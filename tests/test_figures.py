@@ -17,8 +17,9 @@ from matplotlib.ticker import EngFormatter  # noqa: E402
 from perfkit import plots  # noqa: E402
 from perfkit.devices import device_spec  # noqa: E402
 from perfkit.experiments import gemm  # noqa: E402
-from perfkit.provenance import Source, modelled, source_of  # noqa: E402
+from perfkit.provenance import Source, missing, modelled, source_of  # noqa: E402
 from perfkit.quantization import cdiv  # noqa: E402
+from figure_helpers import note_of
 
 RECORDED = "recorded on NVIDIA H100 80GB HBM3 on 2026-11-20"
 H100_META = {"device_name": "NVIDIA H100 80GB HBM3", "recorded_at": "2026-11-20T10:00:00+00:00", "complete": True}
@@ -128,12 +129,12 @@ def test_durations_are_plotted_in_seconds_with_si_prefixes(name):
 
 @pytest.mark.parametrize("name", sorted(FRAMES))
 def test_no_figure_without_data(name, capsys):
-    assert getattr(plots, name)(None, "no recording of 'x' yet") is None
-    assert capsys.readouterr().out == "No figure: no recording of 'x' yet\n"
-    assert getattr(plots, name)(None) is None
-    assert "No figure:" in capsys.readouterr().out
-    assert getattr(plots, name)(_with_meta(FRAMES[name]().iloc[:0], H100_META)) is None
-    assert f"no rows ({RECORDED})" in " ".join(capsys.readouterr().out.split())
+    assert note_of(getattr(plots, name)(None, "no recording of 'x' yet")) == "Nothing to draw: No recording of 'x' yet"
+    assert note_of(getattr(plots, name)(None)).startswith("Nothing to draw:")
+    assert f"no rows ({RECORDED})" in note_of(getattr(plots, name)(_with_meta(FRAMES[name]().iloc[:0], H100_META)))
+    text = note_of(getattr(plots, name)(None, missing("no GPU"), instead="the model, above"))
+    assert text == "No recording yet: No GPU Instead: the model, above"
+    assert capsys.readouterr().out == ""  # a figure function returns its note, never prints
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
@@ -181,9 +182,8 @@ def test_predicted_vs_measured_source_of_hand_built_frames():
 
 def test_no_model_figure_names_the_parts_without_data(capsys):
     unpredicted = _with_meta(pd.DataFrame({"time_s": [1.0]}), H100_META)
-    assert plots.plot_predicted_vs_measured({"sizes": None, "waves": unpredicted}) is None
-    out = " ".join(capsys.readouterr().out.split())
-    assert out.startswith("No figure:") and "no data for sizes" in out and "no predictions in waves" in out
+    out = note_of(plots.plot_predicted_vs_measured({"sizes": None, "waves": unpredicted}))
+    assert out.startswith("Nothing to draw:") and "no data for sizes" in out and "no predictions in waves" in out
 
 
 def test_wave_model_figure():

@@ -23,6 +23,7 @@ from perfkit.experiments import REGISTRY, missing_needs, rnn  # noqa: E402
 from perfkit.timing import bench  # noqa: E402
 
 from perfkit.kernels import cupy_rnn as kernel  # noqa: E402
+from figure_helpers import note_of
 CPU_RUNNABLE = ["rnn_combine_time", "rnn_hidden", "rnn_batch", "rnn_cudnn"]
 RECORDED = "recorded on NVIDIA H100 80GB HBM3 on 2026-11-20"
 H100_META = {"device_name": "NVIDIA H100 80GB HBM3", "recorded_at": "2026-11-20T10:00:00+00:00", "complete": True}
@@ -236,8 +237,7 @@ def test_figures_of_cpu_runs_are_labelled_and_none_without_data(name, plot, caps
     recorded = frame.copy()
     recorded.attrs["meta"] = dict(H100_META)
     assert RECORDED in " ".join(getattr(plots, plot)(recorded)._suptitle.get_text().split())
-    assert getattr(plots, plot)(None, "no recording yet") is None
-    assert capsys.readouterr().out.endswith("No figure: no recording yet\n")
+    assert note_of(getattr(plots, plot)(None, "no recording yet")) == "Nothing to draw: No recording yet"
     with pytest.raises(ValueError, match="source="):
         getattr(plots, plot)(frame.copy().pipe(lambda f: setattr(f, "attrs", {}) or f))
 
@@ -247,8 +247,7 @@ def test_published_figures_draw_without_ours(capsys):
     fig = plots.plot_rnn_then_now({"ours": None, **then})
     assert "Baidu DeepBench" in " ".join(fig.axes[0].get_title().split())
     assert plots.plot_layer_minibatch(then) is not None
-    assert plots.plot_rnn_then_now({"ours": None}) is None
-    assert "No figure" in capsys.readouterr().out
+    assert note_of(plots.plot_rnn_then_now({"ours": None})).startswith("Nothing to draw")
 
 
 def test_persistent_figure_marks_refused_shapes():
@@ -258,7 +257,7 @@ def test_persistent_figure_marks_refused_shapes():
             for t in [math.nan if (i == "persistent" and h == 4096) else 1e-4 * b]]
     fig = plots.plot_persistent(pd.DataFrame(rows), source=RECORDED)
     assert len(fig.axes) == 2 and RECORDED in " ".join(fig._suptitle.get_text().split())
-    assert plots.plot_persistent(None, "no GPU") is None
+    assert note_of(plots.plot_persistent(None, "no GPU")) == "Nothing to draw: No GPU"
 
 
 def test_recurrent_gemm_shapes_follow_the_gates():

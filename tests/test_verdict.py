@@ -28,10 +28,17 @@ def test_judge_refuses_bad_thresholds_and_effects():
 def test_finding_formats_then_and_now_and_computes_the_verdict():
     f = pk.finding("Pad to ×8", "NVIDIA, 2019", "Tensor Cores need it", now=1.02, then=3.5,
                    holds_at=1.2, gone_below=1.05, where="section 3")
-    assert (f.then, f.now, f.verdict, f.where) == ("3.50×", "1.02×", "gone", "section 3")
+    assert (f.then, f.now, f.unit, f.verdict, f.where) == ("3.50", "1.02", "×", "gone", "section 3")
     g = pk.finding("Batch > 128", "NVIDIA", "math-bound", now=None, holds_at=0.8, gone_below=0.5,
                    fmt="{:.0%}")
-    assert (g.then, g.now, g.verdict) == ("—", "—", "no data yet")
+    assert (g.then, g.now, g.unit, g.verdict) == ("—", "—", "%", "no data yet")
+    share = pk.finding("r", "s", "c", now=0.79, then=0.5, holds_at=0.8, gone_below=0.5, fmt="{:.0%}")
+    assert (share.then, share.now, share.unit, share.verdict) == ("50", "79", "%", "weaker")
+    size = pk.finding("r", "s", "c", now=1.25, holds_at=2, gone_below=1, fmt="{:.1f} MB")
+    assert (size.now, size.unit) == ("1.2", "MB")
+    assert pk.finding("r", "s", "c", now=0.87, holds_at=0.8, gone_below=0.5, fmt="{:.2f}").unit == "×"
+    with pytest.raises(ValueError, match="fmt"):
+        pk.finding("r", "s", "c", now=1, holds_at=1, gone_below=1, fmt="{:.2f} s")
     with pytest.raises(TypeError, match="rule must be a string"):
         pk.finding(1, "s", "c", now=1, holds_at=1, gone_below=1)
 
@@ -40,8 +47,15 @@ def test_verdict_table_has_one_row_per_finding_in_order():
     rows = [pk.finding(f"rule {i}", "src", "claim", now=x, holds_at=1.2, gone_below=1.05)
             for i, x in enumerate([1.5, 1.1, 1.0, None])]
     table = pk.verdict_table(rows)
-    assert list(table.columns) == ["rule", "source", "claim", "then", "now", "verdict", "where"]
+    assert list(table.columns) == ["rule", "source", "claim", "then", "now", "unit", "verdict", "where"]
     assert list(table["verdict"]) == ["holds", "weaker", "gone", "no data yet"]
+    shown = pk.verdict.show(table)
+    assert list(shown.frame.columns) == list(pk.verdict._core.SHOWN.values())
+    assert shown.frame["What the guide said"][0] == "claim (src)"
+    html = shown._repr_html_()
+    assert html.count("<tr>") == 5 and "<th>Unit</th>" in html and "perfkit-table" in html
+    with pytest.raises(ValueError, match="lacks the columns"):
+        pk.verdict.show(table.drop(columns="unit"))
     with pytest.raises(ValueError, match="empty"):
         pk.verdict_table([])
     with pytest.raises(TypeError, match="Finding objects"):

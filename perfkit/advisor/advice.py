@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from ..display import Table
 from .._validate import boolean
 from ..devices import DeviceSpec, cuda_available, current_device, device_spec
 from ..dtypes import canonical_dtype
@@ -135,10 +136,11 @@ class Advice:
         if "measured_saving_s" in rules:
             rules["measured_saving_s"] = [format_time(s) if math.isfinite(s) else "–"
                                           for s in rules["measured_saving_s"]]
-        rules = rules.rename(columns={"predicted_saving_s": "saving per step", "share": "of the step"})
+        rules = rules.rename(columns={"predicted_saving_s": "saving per step", "share": "of the step",
+                                      "measured_saving_s": "measured saving"}).reset_index()
         tail = (f"<p>Unmapped: {html.escape(', '.join(sorted(set(self.unmapped['module']))))}</p>"
                 if len(self.unmapped) else "")
-        return head + rules.to_html(escape=True) + tail
+        return head + Table(rules)._repr_html_() + tail
 
     def measure(self, device: str = "auto", *, fixes: bool = True, progress: bool = True) -> pd.DataFrame:
         """Time every op (forward, and backward in training) on ``device`` and, with ``fixes``, each fix that

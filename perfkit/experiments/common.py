@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import textwrap
 from typing import Any, Callable, Iterable, Iterator
 
 import pandas as pd
@@ -11,6 +10,7 @@ import psutil
 
 from .._validate import one_of, positive_int
 from ..devices import DeviceSpec, current_device
+from ..display import Note, show
 from ..dtypes import canonical_dtype, torch_dtype
 from ..gemm_model import predict_gemm_time
 from ..roofline import gemm_bytes, gemm_flops
@@ -198,19 +198,19 @@ def sweep(points: Iterable[Any], measure: Callable[[Any], dict], *, on_row=None,
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", NoiseWarning)
                 row = measure(p)
-            for w in caught:  # noise is summarised once below; anything else is passed on
-                if issubclass(w.category, NoiseWarning):
-                    noisy += 1
-                else:
+            for w in caught:  # anything but noise is passed on
+                if not issubclass(w.category, NoiseWarning):
                     warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            # noise is counted per point (a point may time several things), summarised once below
+            noisy += any(issubclass(w.category, NoiseWarning) for w in caught)
             rows.append(row)
             if on_row is not None:
                 on_row(row)
     finally:
         if noisy:  # a short note for the reader, not a warning with this file's path
-            print(textwrap.fill(f"Note: {noisy} of {len(rows)} {desc or 'sweep'} timings were noisy (an IQR "
-                                "above 10 % of the median, or too few samples: the machine was busy); "
-                                "the iqr_s column says by how much.", 88, subsequent_indent="  "))
+            show(Note(f"{noisy} of {len(rows)} {desc or 'sweep'} points had noisy timings (an IQR above 10 % "
+                      "of the median, or too few samples: the machine was busy); the iqr_s column says by "
+                      "how much.", title="Noisy timings"))
     return pd.DataFrame(rows)
 
 

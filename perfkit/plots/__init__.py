@@ -3,15 +3,18 @@
 One module per chapter: :mod:`~perfkit.plots.background` (rooflines and waves),
 :mod:`~perfkit.plots.gemm` and :mod:`~perfkit.plots.timers`. Every figure function
 
-- returns the matplotlib ``Figure``; given ``ax=`` (one-panel figures), it draws into that Axes
+- returns a :class:`~perfkit.plots._common.BookFigure`, a matplotlib ``Figure`` that a notebook
+  shows as a PNG when a cell returns it, whatever the matplotlib backend (pyplot does not know
+  it, so it is shown exactly once); given ``ax=`` (one-panel figures), it draws into that Axes
   and returns ``ax.figure``;
 - says where its numbers come from in the second line of its heading: an experiment figure
   ``plot_x(frame, source=None)`` uses the frame's own metadata (``frame.attrs["meta"]``, see
   :func:`perfkit.source_of`) and needs ``source`` only for a hand-built frame without metadata or
   to say why the frame is None; a model figure names the model (see
   :func:`perfkit.provenance.modelled`) unless given ``source``;
-- given no data (a None or empty frame), prints one line ``"No figure: <why>"`` and returns None,
-  so a chapter never shows a made-up figure;
+- given no data (a None or empty frame), returns a :class:`~perfkit.display.Note` (a styled
+  admonition) saying why, so a chapter never shows a made-up figure; the keyword ``instead=``
+  names what the reader sees in its place (the model's prediction, a published measurement);
 - where a published counterpart exists (``published=`` or a ``name → frame`` mapping, see
   :func:`perfkit.provenance.published_counterparts`), draws it beside ours ("then vs now"),
   each series labelled by its own source.

@@ -1,42 +1,76 @@
-"""What every figure shares: creating it, its heading and caption, time axes, and the no-data line.
+"""What every figure shares: creating it, its heading and caption, time axes, and the no-data note.
 
-The contract of a figure function: it returns the matplotlib ``Figure`` (given ``ax=``, it draws
-into that Axes and returns ``ax.figure``); with no data it prints one line ``"No figure: <why>"``
-(:func:`no_data`) and returns ``None``. Its caption, the second line of its heading, comes from
-the frames it draws (:func:`frame_source`) or from the model it draws.
+The contract of a figure function (:func:`book_figure` wraps each one): it returns a
+:class:`BookFigure`, a matplotlib ``Figure`` that a notebook shows as a PNG when it is a cell's
+result, whatever backend the environment sets, and that pyplot does not know (so no backend shows
+it a second time); given ``ax=``, it draws into that Axes and returns ``ax.figure``. With no data it
+returns a :class:`~perfkit.display.Note` saying why (:func:`no_data`), and ``instead=`` names what
+the reader sees in its place. Its caption, the second line of its heading, comes from the frames
+it draws (:func:`frame_source`) or from the model it draws.
 """
 
 from __future__ import annotations
 
-import textwrap
+import functools
+import io
 from typing import Callable, Mapping
 
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter, LogFormatterSciNotation
 
+from ..display import Note, show
 from ..provenance import Source, source_of
 
 #: Width of the book's text column, inches: every figure is legible at this width.
 WIDTH = 7.5
+#: Pixels per inch of a figure's PNG: 7.5 inches make 750 pixels, scaled down to the column.
+DPI = 100
 
 
-def new_figure(nrows: int = 1, ncols: int = 1, *, height: float = 4.5, width: float = WIDTH,
-               pyplot: bool = True) -> tuple[Figure, np.ndarray]:
-    """A constrained-layout figure (inches) and its ``nrows × ncols`` Axes, always as a 2-D array.
+class BookFigure(Figure):
+    """A matplotlib Figure that shows itself as a PNG when it is a notebook cell's result.
 
-    ``pyplot=False`` makes a bare :class:`~matplotlib.figure.Figure` that pyplot does not know, so
-    a notebook does not display it by itself (widgets show it as a PNG instead).
+    pyplot does not know it, so the environment's backend (``MPLBACKEND=Agg`` on a headless
+    server, the inline backend in Jupyter) never shows it by itself: a figure appears exactly
+    once, where the cell returns it.
     """
-    if pyplot:
-        import matplotlib.pyplot as plt
 
-        fig = plt.figure(figsize=(width, height), layout="constrained")
-    else:
-        fig = Figure(figsize=(width, height), layout="constrained")
+    def to_png(self, dpi: float = DPI) -> bytes:
+        """The figure as PNG bytes (``dpi`` pixels per inch, trimmed to what is drawn)."""
+        buf = io.BytesIO()
+        self.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", facecolor="white")
+        return buf.getvalue()
+
+    def _repr_png_(self) -> bytes:
+        return self.to_png()
+
+
+def new_figure(nrows: int = 1, ncols: int = 1, *, height: float = 4.5,
+               width: float = WIDTH) -> tuple[BookFigure, np.ndarray]:
+    """A constrained-layout :class:`BookFigure` (inches) and its ``nrows × ncols`` Axes, always 2-D."""
+    fig = BookFigure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)  # draws off-screen (text extents, PNG) with no pyplot and no backend
     return fig, fig.subplots(nrows, ncols, squeeze=False)
+
+
+def book_figure(fn: Callable) -> Callable:
+    """Give figure function ``fn`` the keyword ``instead``: what the reader sees where ``fn`` has
+    no data to draw (e.g. ``"the model's prediction for an H100, drawn above"``). When ``fn``
+    returns a :class:`~perfkit.display.Note`, the note says it."""
+    @functools.wraps(fn)
+    def draw(*args, instead: str = "", **kwargs):
+        if not isinstance(instead, str):
+            raise TypeError(f"instead must be a string naming what is shown in the figure's place, got {instead!r}")
+        result = fn(*args, **kwargs)
+        if isinstance(result, Note) and instead:
+            result = result.with_instead(instead)
+        return result
+
+    return draw
 
 
 def single_axes(ax: Axes | None, *, height: float = 4.5, width: float = WIDTH) -> Axes:
@@ -48,27 +82,32 @@ def single_axes(ax: Axes | None, *, height: float = 4.5, width: float = WIDTH) -
     return ax
 
 
-def no_data(frame: pd.DataFrame | None, why: Source | str | None = None) -> bool:
-    """Whether ``frame`` is None or has no rows; if so, print one wrapped ``"No figure: <why>"`` line.
+def no_data(frame: pd.DataFrame | None, why: Source | str | None = None) -> Note | None:
+    """None when ``frame`` has rows; else the :class:`~perfkit.display.Note` saying why there is no figure.
 
     ``why`` (e.g. the missing :class:`~perfkit.provenance.Source` of :func:`perfkit.run_or_load`)
     says why there is no frame.
     """
     _check_source(why, "source")
     if frame is not None and len(frame):
-        return False
+        return None
     if frame is None:
         reason = str(why) if why is not None else "no data (the frame is None)"
     else:
         label = source_of(frame) or why
         reason = "the frame has no rows" + (f" ({label})" if label is not None else "")
-    say(f"No figure: {reason}")
-    return True
+    return nothing_drawn(reason, recording=isinstance(why, Source) and why.kind == "missing")
 
 
-def say(line: str) -> None:
-    """Print ``line`` wrapped to the book's 88 columns, continuation lines indented."""
-    print(textwrap.fill(line, 88, subsequent_indent="  ", break_on_hyphens=False))
+def nothing_drawn(reason: str, *, recording: bool = False) -> Note:
+    """The note a figure function returns instead of a figure: ``reason`` says why."""
+    title = "No recording yet" if recording else "Nothing to draw"
+    return Note(reason[:1].upper() + reason[1:], title=title)
+
+
+def say(text: str, *, title: str, instead: str = "") -> None:
+    """Show a short :class:`~perfkit.display.Note` beside a figure (printed outside a notebook)."""
+    show(Note(text, title=title, instead=instead))
 
 
 def frame_source(frame: pd.DataFrame, source: Source | str | None, *, param: str = "source") -> Source | str:

@@ -33,7 +33,9 @@ from ..advisor.rules import RULES
 from ..gemm_model import prediction_error
 from ..provenance import Source, caption, modelled
 from ..units import format_percent, format_time
-from ._common import frame_source, heading, new_figure, no_data, say, single_axes, time_axis
+from ..display import Note
+from ._common import (book_figure, frame_source, heading, new_figure, no_data, nothing_drawn,
+                      single_axes, time_axis)
 
 __all__ = ["plot_advice_vs_measured", "plot_fix_savings", "plot_savings", "plot_step_breakdown"]
 
@@ -75,11 +77,10 @@ def _advices(advices: Any) -> dict[str, Advice]:
     return dict(advices)
 
 
-def _no_advice(named: dict[str, Advice]) -> bool:
+def _no_advice(named: dict[str, Advice]) -> Note | None:
     if named:
-        return False
-    no_data(None, "no advice to draw (pass an Advice, or a mapping of name → Advice)")
-    return True
+        return None
+    return no_data(None, "no advice to draw (pass an Advice, or a mapping of name → Advice)")
 
 
 def _legend_below(ax: Axes, **kwargs: Any) -> None:
@@ -97,12 +98,13 @@ def _mode(a: Advice) -> str:
     return f"{a.dtype} training step" if a.training else f"{a.dtype} forward pass"
 
 
-def plot_step_breakdown(advices: Advice | Mapping[str, Advice] | None, *, ax: Axes | None = None) -> Figure | None:
+@book_figure
+def plot_step_breakdown(advices: Advice | Mapping[str, Advice] | None, *, ax: Axes | None = None) -> Figure | Note:
     """Where each model's predicted step goes: one stacked bar per model, the share of its step in each kind
     of work (:data:`KINDS`: GEMMs by kind, memory-bound ops grouped), its predicted step in its label."""
     named = _advices(advices)
-    if _no_advice(named):
-        return None
+    if (note := _no_advice(named)) is not None:
+        return note
     ax = single_axes(ax, height=1.6 + 0.75 * len(named))
     y = np.arange(len(named))[::-1].astype(float)
     shares = {}
@@ -128,19 +130,19 @@ def plot_step_breakdown(advices: Advice | Mapping[str, Advice] | None, *, ax: Ax
     return ax.figure
 
 
-def plot_savings(advices: Advice | Mapping[str, Advice] | None, *, ax: Axes | None = None) -> Figure | None:
+@book_figure
+def plot_savings(advices: Advice | Mapping[str, Advice] | None, *, ax: Axes | None = None) -> Figure | Note:
     """The predicted saving of each rule that fired, as a share of the predicted step: one bar per model
     and rule (``Advice.by_rule``: summed over its findings; fixes may overlap), coloured by rule. A rule
     that fired without a priced saving (the model charges no penalty for it, or it names no single
     fix) is listed and marked, not drawn."""
     named = _advices(advices)
-    if _no_advice(named):
-        return None
+    if (note := _no_advice(named)) is not None:
+        return note
     rows = [(name, rule, r.share, r.predicted_saving_s, r.findings)
             for name, a in named.items() for rule, r in a.by_rule().iterrows()]
     if not rows:
-        say("No figure: no rule fired for " + ", ".join(named) + " (every rule is met)")
-        return None
+        return nothing_drawn("no rule fired for " + ", ".join(named) + " (every rule is met)")
     t = pd.DataFrame(rows, columns=["name", "rule", "share", "saving", "findings"])
     priced = t["share"].notna() & (t["share"] > 0)
     ax = single_axes(ax, height=1.5 + 0.3 * len(t))
@@ -171,18 +173,18 @@ def _measured_rows(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[keep]
 
 
+@book_figure
 def plot_advice_vs_measured(frame: pd.DataFrame | None, source: Source | str | None = None, *,
-                            ax: Axes | None = None) -> Figure | None:
+                            ax: Axes | None = None) -> Figure | Note:
     """``advisor_layers``: each distinct op's measured forward + backward time against the advisor's
     prediction (log-log), one colour per model with its median |error| in the legend, one marker per
     kind of work; the gray line is measured = predicted, the dotted ones a factor of 2 either way."""
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     label = frame_source(frame, source)
     rows = _measured_rows(frame)
     if not len(rows):
-        say(f"No figure: no op has both a prediction and a measurement ({label})")
-        return None
+        return nothing_drawn(f"no op has both a prediction and a measurement ({label})")
     ax = single_axes(ax, height=5.8, width=6.8)
     models = list(dict.fromkeys(rows["model"]))
     kinds = rows["op"].map(op_kind)
@@ -231,13 +233,14 @@ def _short(text: str, n: int = 48) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+@book_figure
 def plot_fix_savings(frame: pd.DataFrame | None, source: Source | str | None = None, *,
-                     max_rows: int = 30) -> Figure | None:
+                     max_rows: int = 30) -> Figure | Note:
     """``advisor_fixes``: each fix's measured saving per step (solid) beside the advisor's predicted saving
     (hatched), coloured by rule, on a symmetric-log axis (negative: the fix made the op slower). With
     more than ``max_rows`` fixes, the ``max_rows`` with the largest savings either way are drawn."""
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     label = frame_source(frame, source)
     if not isinstance(max_rows, int) or isinstance(max_rows, bool) or max_rows < 1:
         raise ValueError(f"max_rows must be a positive integer, got {max_rows!r}")

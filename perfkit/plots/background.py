@@ -17,7 +17,8 @@ from ..provenance import Source, caption, modelled
 from ..quantization import cdiv, wave_quantization
 from ..roofline import Operation, attainable_flops
 from ..units import GIGA, TERA
-from ._common import frame_source, heading, new_figure, no_data, single_axes, time_axis
+from ..display import Note
+from ._common import book_figure, frame_source, heading, new_figure, no_data, single_axes, time_axis
 
 __all__ = ["plot_roofline", "plot_tile_waves", "plot_wave_model", "plot_waves"]
 
@@ -91,6 +92,7 @@ def _place_names(points: list[tuple[str, float, float]], xlim: tuple[float, floa
     return [(10 ** placed[i][0], 10 ** placed[i][1]) for i in range(len(points))]
 
 
+@book_figure
 def plot_roofline(operations: Iterable[Operation] | None, specs: DeviceSpec | Sequence[DeviceSpec],
                   dtype: Any = "float16", *, ax: Axes | None = None, source: Source | str | None = None,
                   ceilings: Mapping | Sequence[Mapping] | None = None) -> Figure:
@@ -171,6 +173,7 @@ def plot_roofline(operations: Iterable[Operation] | None, specs: DeviceSpec | Se
     return ax.figure
 
 
+@book_figure
 def plot_tile_waves(M: int, N: int, tile: tuple[int, int], sms: int, *, blocks_per_sm: int = 1,
                     ax: Axes | None = None, source: Source | str | None = None) -> Figure:
     """Draw the tiles of an M×N GEMM output coloured by the wave they run in.
@@ -207,11 +210,12 @@ def plot_tile_waves(M: int, N: int, tile: tuple[int, int], sms: int, *, blocks_p
     return ax.figure
 
 
+@book_figure
 def plot_waves(frame: pd.DataFrame | None, source: Source | str | None = None, *,
-               ax: Axes | None = None) -> Figure | None:
+               ax: Axes | None = None) -> Figure | Note:
     """Launch duration (s) against the number of blocks of the ``waves`` experiment, wave boundaries marked."""
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     label = frame_source(frame, source)
     wave = int(frame["wave_size"].iloc[0])
     ax = single_axes(ax, height=3.8)
@@ -230,6 +234,7 @@ def plot_waves(frame: pd.DataFrame | None, source: Source | str | None = None, *
     return ax.figure
 
 
+@book_figure
 def plot_wave_model(sms: int, *, blocks_per_sm: int = 1, max_waves: int = 4,
                     source: Source | str | None = None) -> Figure:
     """The wave model alone: waves and SM utilization against the number of blocks launched.

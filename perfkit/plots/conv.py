@@ -19,7 +19,9 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, NullLocator
 
 from ..provenance import Source, caption
-from ._common import frame_source, heading, named_frames, new_figure, no_data, say, single_axes, time_axis
+from ..display import Note
+from ._common import (book_figure, frame_source, heading, named_frames, new_figure, no_data, say,
+                      single_axes, time_axis)
 
 __all__ = ["plot_conv_channels", "plot_conv_layout", "plot_conv_params", "plot_conv_passes", "plot_conv_then_now",
            "plot_first_layer"]
@@ -32,12 +34,13 @@ def _model_tflops(g: pd.DataFrame) -> pd.Series:
     return 2.0 * g["N"] * g["K"] * g["C"] * g["R"] * g["S"] * g["P"] * g["Q"] / g["predicted_s"] / 1e12
 
 
+@book_figure
 def plot_conv_passes(frame: pd.DataFrame | None, source: Source | str | None = None, *,
-                     ax: Axes | None = None) -> Figure | None:
+                     ax: Axes | None = None) -> Figure | Note:
     """Duration of each pass (forward, dgrad, wgrad) of each layer (``conv_passes``) as bars; black ticks:
     the GEMM model of the pass's implicit GEMM."""
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     label = frame_source(frame, source)
     ax = single_axes(ax, height=4.2)
     layers = list(dict.fromkeys(frame["layer"]))
@@ -68,12 +71,13 @@ def _clusters(values) -> list[list[int]]:
     return out
 
 
-def plot_conv_channels(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | None:
+@book_figure
+def plot_conv_channels(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | Note:
     """TFLOP/s against C = K (``conv_channels``), one row of panels per dtype and one column per range of C;
     filled markers: aligned C, red: multiples of 64, open: unaligned; the model dashed. A frame of
     predictions only (``time_s`` empty) draws the model alone."""
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     label = frame_source(frame, source)
     measured = frame["time_s"].notna().any()
     dtypes, ranges = list(dict.fromkeys(frame["dtype"])), _clusters(frame["C"])
@@ -106,11 +110,12 @@ def _first_label(r) -> str:
     return f"{r['stem']}, C = {int(r['channels'])}, padded {r['input_padding']}"
 
 
-def plot_first_layer(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | None:
+@book_figure
+def plot_first_layer(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | Note:
     """Duration of a first layer (``conv_first_layer``) per stem, channel count and input padding, forward and
     forward+backward; each bar says its speedup over C = 3 of the same stem; black ticks: the model."""
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     label = frame_source(frame, source)
     phases = list(dict.fromkeys(frame["phase"]))
     fig, axes = new_figure(1, len(phases), height=4.2)
@@ -137,11 +142,12 @@ def plot_first_layer(frame: pd.DataFrame | None, source: Source | str | None = N
     return fig
 
 
-def plot_conv_layout(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | None:
+@book_figure
+def plot_conv_layout(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | Note:
     """Per layer (``conv_layout``): the steady duration (left) and the first call (right, log) of the forward
     pass in NCHW and NHWC with cudnn.benchmark off and on, and of converting the input NCHW → NHWC."""
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     label = frame_source(frame, source)
     layers = list(dict.fromkeys(frame["layer"]))
     variants = list(dict.fromkeys(zip(frame["op"], frame["layout"], frame["cudnn_benchmark"])))
@@ -169,11 +175,12 @@ def plot_conv_layout(frame: pd.DataFrame | None, source: Source | str | None = N
 _PARAM_NAMES = {"batch": "batch N", "filter": "filter size R = S", "stride": "stride", "dilation": "dilation"}
 
 
-def plot_conv_params(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | None:
+@book_figure
+def plot_conv_params(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | Note:
     """Duration (top) and TFLOP/s (bottom) as one parameter changes at a time (``conv_params``), one column
     per parameter; the model of each forward implicit GEMM dashed."""
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     label = frame_source(frame, source)
     sweeps = list(dict.fromkeys(frame["sweep"]))
     measured = frame["time_s"].notna().any()
@@ -212,8 +219,9 @@ def _db_label(r) -> str:
     return f"{r.W}×{r.H}×{r.C} N{r.N} K{r.K} {r.R}×{r.S}/{r.stride_h}"
 
 
+@book_figure
 def plot_conv_then_now(frames: Mapping[str, pd.DataFrame | None], *, only: str | None = None,
-                       sources: Mapping[str, Source | str] | None = None) -> Figure | None:
+                       sources: Mapping[str, Source | str] | None = None) -> Figure | Note:
     """Forward, backward-data and backward-filter time of DeepBench's convolution shapes in every frame
     (published "then", ours "now": ``conv_deepbench``), one marker per frame, shapes in DeepBench's order
     (published frames first).
@@ -223,8 +231,7 @@ def plot_conv_then_now(frames: Mapping[str, pd.DataFrame | None], *, only: str |
     """
     parts, labels = named_frames(frames, sources)
     if not parts:
-        no_data(None, "no convolution frame to draw")
-        return None
+        return no_data(None, "no convolution frame to draw")
     if only is not None and only not in (frames or {}):
         raise ValueError(f"only must name one of the frames ({list(frames)}), got {only!r}")
     base = parts.get(only) if only is not None else None
@@ -247,7 +254,7 @@ def plot_conv_then_now(frames: Mapping[str, pd.DataFrame | None], *, only: str |
                           fontsize=5 if len(shapes) > 30 else 6)
     axes[0, 0].legend(fontsize=7)
     if base is None and only is not None:
-        say(f"Every shape drawn: {only} has no data")
+        say(f"{only} has no data, so the shapes of every frame are drawn", title="Every shape drawn")
     dtypes = sorted({str(d) for f in parts.values() for d in f["dtype"].unique()}) if all(
         "dtype" in f for f in parts.values()) else []
     heading(fig, f"DeepBench's training convolutions then and now ({', '.join(dtypes)})", caption(labels))

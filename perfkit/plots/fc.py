@@ -21,8 +21,9 @@ from ..devices import DeviceSpec
 from ..gemm_model import predict_gemm_time
 from ..provenance import Source, caption, modelled
 from ..roofline import arithmetic_intensity, batch_crossover, math_bound_batch
-from ._common import (frame_source, heading, legend_name, named_frames, new_figure, no_data, say, single_axes,
-                      time_axis)
+from ..display import Note
+from ._common import (book_figure, frame_source, heading, legend_name, named_frames, new_figure,
+                      no_data, say, single_axes, time_axis)
 
 __all__ = ["plot_fc_batch", "plot_fc_features", "plot_fc_passes", "plot_fc_widths", "plot_vocab_padding"]
 
@@ -33,12 +34,13 @@ def _tflops(frame: pd.DataFrame, seconds: pd.Series) -> pd.Series:
     return 2.0 * frame["M"] * frame["N"] * frame["K"] / seconds / 1e12
 
 
+@book_figure
 def plot_fc_passes(frame: pd.DataFrame | None, source: Source | str | None = None, *,
-                   ax: Axes | None = None) -> Figure | None:
+                   ax: Axes | None = None) -> Figure | Note:
     """TFLOP/s of each pass (forward, dgrad, wgrad) against batch: through autograd (solid) and the
     GEMM alone (dashed), the model's prediction as crosses (``fc_passes``)."""
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     label = frame_source(frame, source)
     ax = single_axes(ax, height=4.2)
     for i, phase in enumerate(p for p in _PHASES if p in set(frame["phase"])):
@@ -76,9 +78,10 @@ def _specs(models: DeviceSpec | Iterable[DeviceSpec] | None) -> list[DeviceSpec]
     return items
 
 
+@book_figure
 def plot_fc_batch(frame: pd.DataFrame | None, source: Source | str | None = None, *,
                   published: Mapping[str, pd.DataFrame | None] | None = None,
-                  models: DeviceSpec | Iterable[DeviceSpec] | None = None) -> Figure | None:
+                  models: DeviceSpec | Iterable[DeviceSpec] | None = None) -> Figure | Note:
     """A layer's forward GEMM against batch: duration, TFLOP/s, and intensity against the ridge.
 
     ``frame`` is an ``fc_batch`` run (its own ``predicted_s`` dashed black); ``published`` (name →
@@ -90,16 +93,18 @@ def plot_fc_batch(frame: pd.DataFrame | None, source: Source | str | None = None
     """
     then, then_labels = named_frames(published, param="published")
     specs = _specs(models)
-    if not then and no_data(frame, source):
-        return None
+    if not then and (note := no_data(frame, source)) is not None:
+        return note
     ours = frame is not None and len(frame) > 0
     if ours:
         layer = _layer(frame)
         for name in [n for n, f in then.items() if _layer(f) != layer]:
-            say(f"Not drawn: {name} is another layer or dtype ({_layer(then.pop(name))} against ours {layer})")
+            say(f"{name} is another layer or dtype ({_layer(then.pop(name))} against ours {layer})",
+                title="Not drawn")
             then_labels.pop(name)
     else:
-        say(f"Published data only; ours: {source or 'no data'}")
+        say(f"ours: {source or 'no data'}", title="Published data only",
+            instead="the published measurements, drawn below")
     series = ({"ours": frame} if ours else {}) | then
     labels = {"ours": frame_source(frame, source)} if ours else {}
     labels |= then_labels
@@ -159,8 +164,9 @@ def _layer(frame: pd.DataFrame) -> tuple[int, int, str]:
     return int(r["M"]), int(r["K"]), str(r["dtype"])
 
 
+@book_figure
 def plot_fc_widths(frames: Mapping[str, pd.DataFrame | None], *, dtype: str = "float16", ax: Axes | None = None,
-                   sources: Mapping[str, Source | str] | None = None) -> Figure | None:
+                   sources: Mapping[str, Source | str] | None = None) -> Figure | Note:
     """TFLOP/s against batch of square layers (M = K: 1760, 2048, 2560, 4096 in DeepBench), one colour
     per width and one line style per frame (the fastest layout of each shape)."""
     def square(f: pd.DataFrame) -> pd.DataFrame:
@@ -170,8 +176,7 @@ def plot_fc_widths(frames: Mapping[str, pd.DataFrame | None], *, dtype: str = "f
 
     parts, labels = named_frames(frames, sources, keep=square)
     if not parts:
-        no_data(None, f"no {dtype} GEMMs with M = K in {', '.join(map(str, frames or {})) or 'no frames'}")
-        return None
+        return no_data(None, f"no {dtype} GEMMs with M = K in {', '.join(map(str, frames or {})) or 'no frames'}")
     ax = single_axes(ax, height=4.5)
     widths = sorted({int(m) for f in parts.values() for m in f["M"]})
     for j, (name, f) in enumerate(parts.items()):
@@ -187,11 +192,12 @@ def plot_fc_widths(frames: Mapping[str, pd.DataFrame | None], *, dtype: str = "f
 _CLASSES = ((256, "÷256", "C3"), (64, "÷64", "C2"), (8, "÷8", "C0"), (1, "not ÷8", "C1"))
 
 
-def plot_fc_features(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | None:
+@book_figure
+def plot_fc_features(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | Note:
     """TFLOP/s against each swept dimension (``fc_features``), markers by the largest of 256, 64, 8 that
     divides it; the model dashed. A frame of predictions only (``time_s`` empty) draws the model alone."""
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     label = frame_source(frame, source)
     sweeps = list(dict.fromkeys(frame["sweep"]))
     fig, axes = new_figure(len(sweeps), 1, height=2.6 * len(sweeps) + 1)
@@ -227,12 +233,13 @@ def _variant(row: pd.Series) -> str:
     return f"padded_linear ×{m}, {row['impl'].split(', ')[-1]}"
 
 
-def plot_vocab_padding(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | None:
+@book_figure
+def plot_vocab_padding(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | Note:
     """Duration of the output projection per vocabulary and implementation (``vocab_padding``), forward
     and forward+backward; each bar says its speedup over the unpadded nn.Linear, black ticks the model.
     A frame of predictions only (:func:`perfkit.experiments.fc.predicted_vocab`) draws the model's bars."""
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     label = frame_source(frame, source)
     measured = frame["time_s"].notna().any()
     phases = list(dict.fromkeys(frame["phase"]))

@@ -18,7 +18,8 @@ from matplotlib.ticker import MaxNLocator
 
 from ..provenance import Source
 from ..units import format_percent, format_time
-from ._common import frame_source, heading, new_figure, no_data, time_axis
+from ..display import Note
+from ._common import book_figure, frame_source, heading, new_figure, no_data, time_axis
 
 __all__ = ["plot_fusion", "plot_network_breakdown"]
 
@@ -41,12 +42,13 @@ def _pairs(frame: pd.DataFrame) -> pd.DataFrame:
     return eager.merge(compiled, "left", left_index=True, right_index=True, suffixes=("", "_c")).reset_index()
 
 
-def plot_fusion(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | None:
+@book_figure
+def plot_fusion(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | Note:
     """Left: each chain's duration eager (gray) and compiled (blue), the model's as black ticks, the
     first compile's seconds beside the compiled bar. Right: the time fusion saved (eager − compiled,
     measured) beside the saving the byte model predicts, each labelled with the bytes it saves."""
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     label = frame_source(frame, source)
     measured = frame["time_s"].notna().any()
     p = _pairs(frame)
@@ -101,12 +103,13 @@ def _budget(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     return out.where(complete, np.nan).reindex(columns=["math", "memory"])
 
 
-def plot_network_breakdown(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | None:
+@book_figure
+def plot_network_breakdown(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | Note:
     """Per network, the layers' time split into math-bound (conv, linear) and memory-bound layers (batch norm,
     ReLU, add, pooling): left, as shares of the sum, measured beside predicted; right, in seconds, with the
     whole step measured once (black diamond) against the sum of its layers timed alone."""
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     label = frame_source(frame, source)
     measured, predicted = _budget(frame, "time_s"), _budget(frame, "predicted_s")
     whole = frame[frame["category"] == "network"].set_index("network")["time_s"]

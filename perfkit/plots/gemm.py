@@ -17,17 +17,19 @@ from matplotlib.figure import Figure
 from ..gemm_model import prediction_error
 from ..provenance import Source, caption
 from ..then_now import layout_spread
-from ._common import (frame_source, heading, legend_name, named_frames, new_figure, no_data, say, single_axes,
-                      time_axis)
+from ..display import Note
+from ._common import (book_figure, frame_source, heading, legend_name, named_frames, new_figure,
+                      no_data, say, single_axes, time_axis)
 
 __all__ = ["plot_alignment", "plot_gemm_sizes", "plot_layout_spread", "plot_predicted_vs_measured",
            "plot_quantization_sweep", "plot_small_n", "plot_throughput_vs_work", "plot_tile_sizes", "plot_transposes"]
 
 
-def plot_gemm_sizes(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | None:
+@book_figure
+def plot_gemm_sizes(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | Note:
     """Duration (s) and TFLOP/s against size for the ``gemm_sizes`` experiment; the model dashed."""
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     label = frame_source(frame, source)
     fig, axes = new_figure(2, 2, height=6)
     for col, (sweep, xname, name) in enumerate((("mn", "M", "M = N"), ("k", "K", "K"))):
@@ -52,11 +54,12 @@ def plot_gemm_sizes(frame: pd.DataFrame | None, source: Source | str | None = No
     return fig
 
 
+@book_figure
 def plot_alignment(frame: pd.DataFrame | None, source: Source | str | None = None, *,
-                   ax: Axes | None = None) -> Figure | None:
+                   ax: Axes | None = None) -> Figure | Note:
     """Duration against K around a multiple of 8, per dtype, relative to the aligned median."""
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     label = frame_source(frame, source)
     ax = single_axes(ax, height=4)
     for i, (dtype, g) in enumerate(frame.groupby("dtype", sort=False)):
@@ -76,10 +79,11 @@ def plot_alignment(frame: pd.DataFrame | None, source: Source | str | None = Non
     return ax.figure
 
 
-def plot_quantization_sweep(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | None:
+@book_figure
+def plot_quantization_sweep(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | Note:
     """TFLOP/s, duration (s) and tile count against N (NVIDIA's Figures 7 and 8), one line per implementation."""
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     label = frame_source(frame, source)
     M, K = int(frame["M"].iloc[0]), int(frame["K"].iloc[0])
     fig, axes = new_figure(3, 1, height=8)
@@ -104,11 +108,12 @@ def plot_quantization_sweep(frame: pd.DataFrame | None, source: Source | str | N
     return fig
 
 
+@book_figure
 def plot_tile_sizes(frame: pd.DataFrame | None, source: Source | str | None = None, *,
-                    ax: Axes | None = None) -> Figure | None:
+                    ax: Axes | None = None) -> Figure | Note:
     """TFLOP/s of one GEMM under each forced tile, with cuBLAS (gray) for reference."""
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     label = frame_source(frame, source)
     M, N, K = (int(frame[c].iloc[0]) for c in ("M", "N", "K"))
     ax = single_axes(ax, height=3.8)
@@ -123,11 +128,12 @@ def plot_tile_sizes(frame: pd.DataFrame | None, source: Source | str | None = No
     return ax.figure
 
 
+@book_figure
 def plot_transposes(frame: pd.DataFrame | None, source: Source | str | None = None, *,
-                    ax: Axes | None = None) -> Figure | None:
+                    ax: Axes | None = None) -> Figure | Note:
     """TFLOP/s of each BLAS layout (NN, NT, TN, TT) per shape."""
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     label = frame_source(frame, source)
     ax = single_axes(ax, height=3.8)
     shapes = frame.assign(shape_name=[f"{m}×{n}×{k}" for m, n, k in zip(frame["M"], frame["N"], frame["K"])])
@@ -144,22 +150,24 @@ def plot_transposes(frame: pd.DataFrame | None, source: Source | str | None = No
     return ax.figure
 
 
+@book_figure
 def plot_small_n(frame: pd.DataFrame | None, source: Source | str | None = None, *,
-                 published: Mapping[str, pd.DataFrame | None] | None = None) -> Figure | None:
+                 published: Mapping[str, pd.DataFrame | None] | None = None) -> Figure | Note:
     """Duration (s), TFLOP/s and GB/s against a small N: flat duration while memory-bound.
 
     ``published`` (name → frame, e.g. ``pk.published_counterparts("gemm_small_n")``) adds the
     published GPUs' points ("then"); with it, the figure is drawn even when ``frame`` is None.
     """
     then, then_labels = named_frames(published, param="published")
-    if not then and no_data(frame, source):
-        return None
+    if not then and (note := no_data(frame, source)) is not None:
+        return note
     ours = frame is not None and len(frame) > 0
     labels = dict(then_labels)
     if ours:
         labels = {"ours": frame_source(frame, source), **labels}
     else:
-        say(f"Published data only; ours: {source or 'no data'}")
+        say(f"ours: {source or 'no data'}", title="Published data only",
+            instead="the published measurements, drawn below")
     fig, axes = new_figure(1, 2, height=3.8)
     if ours:
         g = frame.sort_values("N")
@@ -189,8 +197,9 @@ def plot_small_n(frame: pd.DataFrame | None, source: Source | str | None = None,
     return fig
 
 
+@book_figure
 def plot_layout_spread(frames: Mapping[str, pd.DataFrame | None], *, ax: Axes | None = None,
-                       sources: Mapping[str, Source | str] | None = None) -> Figure | None:
+                       sources: Mapping[str, Source | str] | None = None) -> Figure | Note:
     """Per frame and dtype, each shape's slowest layout ÷ its fastest (1 = layout does not matter).
 
     ``frames`` maps a name to a frame with ``layout`` and ``time_s`` columns (our
@@ -198,8 +207,7 @@ def plot_layout_spread(frames: Mapping[str, pd.DataFrame | None], *, ax: Axes | 
     """
     parts, labels = named_frames(frames, sources, keep=_spread_or_empty)
     if not parts:
-        no_data(None, "no frame has a GEMM shape measured in more than one layout")
-        return None
+        return no_data(None, "no frame has a GEMM shape measured in more than one layout")
     ax = single_axes(ax, height=4)
     rng = np.random.default_rng(0)
     ticks = []
@@ -218,9 +226,10 @@ def plot_layout_spread(frames: Mapping[str, pd.DataFrame | None], *, ax: Axes | 
     return ax.figure
 
 
+@book_figure
 def plot_throughput_vs_work(frames: Mapping[str, pd.DataFrame | None], *, dtype: str = "float16",
                             ax: Axes | None = None, sources: Mapping[str, Source | str] | None = None
-                            ) -> Figure | None:
+                            ) -> Figure | Note:
     """TFLOP/s against the GEMM's work (2·M·N·K FLOP) in ``dtype``, one colour per frame.
 
     The then-vs-now view of "bigger GEMMs are more efficient": a sizes sweep beside every
@@ -228,8 +237,7 @@ def plot_throughput_vs_work(frames: Mapping[str, pd.DataFrame | None], *, dtype:
     """
     parts, labels = named_frames(frames, sources, keep=lambda f: f[f["dtype"] == dtype])
     if not parts:
-        no_data(None, f"no {dtype} GEMMs in {', '.join(map(str, frames)) or 'no frames'}")
-        return None
+        return no_data(None, f"no {dtype} GEMMs in {', '.join(map(str, frames)) or 'no frames'}")
     ax = single_axes(ax, height=4.5)
     for i, (name, f) in enumerate(parts.items()):
         work = 2.0 * f["M"] * f["N"] * f["K"]
@@ -250,8 +258,9 @@ def _spread_or_empty(frame: pd.DataFrame) -> pd.DataFrame:
     return layout_spread(frame)
 
 
+@book_figure
 def plot_predicted_vs_measured(frames: Mapping[str, pd.DataFrame | None], *, ax: Axes | None = None,
-                               sources: Mapping[str, Source | str] | None = None) -> Figure | None:
+                               sources: Mapping[str, Source | str] | None = None) -> Figure | Note:
     """Measured against predicted duration (s) of every row with a prediction, one colour per frame.
 
     ``frames`` maps a name to an experiment's frame (None, empty or prediction-less frames are
@@ -260,8 +269,7 @@ def plot_predicted_vs_measured(frames: Mapping[str, pd.DataFrame | None], *, ax:
     """
     parts, labels = named_frames(frames, sources, keep=_predicted_rows)
     if not parts:
-        no_data(None, _nothing_predicted(frames))
-        return None
+        return no_data(None, _nothing_predicted(frames))
     ax = single_axes(ax, height=5.5, width=6.5)
     for i, (name, f) in enumerate(parts.items()):
         ax.plot(f["predicted_s"], f["time_s"], "o", ms=3, color=f"C{i}", label=name, alpha=0.7)

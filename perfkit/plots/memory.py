@@ -21,7 +21,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 
 from ..provenance import Source, caption
-from ._common import frame_source, heading, new_figure, no_data, time_axis
+from ..display import Note
+from ._common import book_figure, frame_source, heading, new_figure, no_data, time_axis
 
 __all__ = ["plot_activation_sizes", "plot_batchnorm_sizes", "plot_pool_sizes"]
 
@@ -121,13 +122,14 @@ def _shared_legend(fig: Figure, axes: Iterable[Axes], *, ncol: int) -> None:
                    frameon=False)
 
 
+@book_figure
 def plot_activation_sizes(frame: pd.DataFrame | None, source: Source | str | None = None, *,
                           fits: pd.DataFrame | None = None, ceiling: float | None = None,
-                          ceiling_source: Source | str | None = None) -> Figure | None:
+                          ceiling_source: Source | str | None = None) -> Figure | Note:
     """``activation_sizes``: duration and GB/s against bytes, one colour per op, forward solid and
     backward dashed; thin lines: the ``fits`` asymptotes; dotted: the model; dashed gray: ``ceiling``."""
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     label = frame_source(frame, source)
     if frame["time_s"].isna().all():  # the model: every op of the same bytes takes the same time
         frame = frame.drop_duplicates(["pass", "bytes"]).assign(op="every op")
@@ -137,13 +139,14 @@ def plot_activation_sizes(frame: pd.DataFrame | None, source: Source | str | Non
                           ceiling=ceiling, caption_text=_sources(label, ceiling, ceiling_source))
 
 
+@book_figure
 def plot_pool_sizes(frame: pd.DataFrame | None, source: Source | str | None = None, *,
                     fits: pd.DataFrame | None = None, ceiling: float | None = None,
-                    ceiling_source: Source | str | None = None) -> Figure | None:
+                    ceiling_source: Source | str | None = None) -> Figure | Note:
     """``pool_sizes``: duration and GB/s against bytes (int64 indices of max pooling included), one
     colour per kind and window, forward solid and backward dashed; the model dotted."""
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     label = frame_source(frame, source)
     pairs = list(dict.fromkeys(zip(frame["kind"], frame["window"])))
     colours = {p: f"C{i}" for i, p in enumerate(pairs)}
@@ -156,14 +159,15 @@ def _passes(frame: pd.DataFrame) -> Iterable[str]:
     return [p for p in ("forward", "backward") if p in set(frame["pass"])]
 
 
+@book_figure
 def plot_batchnorm_sizes(frame: pd.DataFrame | None, source: Source | str | None = None, *,
-                         ceiling: float | None = None, ceiling_source: Source | str | None = None) -> Figure | None:
+                         ceiling: float | None = None, ceiling_source: Source | str | None = None) -> Figure | Note:
     """``batchnorm_sizes``: one column per pass. Top: duration against elements, NCHW and NHWC, with
     the persistent (dashed) and two-pass (dotted) models where the GPU model applies. Bottom: GB/s
     if the kernel moved the persistent model's bytes (filled) or the two-pass model's (open): a
     two-pass reading above the copy ``ceiling`` is impossible, so that kernel moved fewer bytes."""
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     label = frame_source(frame, source)
     passes = list(_passes(frame))
     fig, axes = new_figure(2, len(passes), height=7)

@@ -18,7 +18,8 @@ from matplotlib.ticker import FuncFormatter, LogFormatter
 
 from ..provenance import Source, caption
 from ..shapes import RNN_GATES
-from ._common import frame_source, heading, named_frames, new_figure, no_data, time_axis
+from ..display import Note
+from ._common import book_figure, frame_source, heading, named_frames, new_figure, no_data, time_axis
 
 __all__ = ["plot_combine_time", "plot_layer_minibatch", "plot_persistent", "plot_rnn_batch", "plot_rnn_hidden",
            "plot_rnn_layers", "plot_rnn_then_now"]
@@ -33,11 +34,12 @@ def _log2(ax: Axes, label: str) -> None:
     ax.grid(True, which="both", alpha=0.25)
 
 
-def plot_combine_time(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | None:
+@book_figure
+def plot_combine_time(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | Note:
     """Input GEMMs of T steps: TFLOP/s of the combined GEMM, and its speedup over T per-step GEMMs,
     against the columns it multiplies (batch·T); Baidu's threshold batch·T = 1024 dotted."""
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     label = frame_source(frame, source)
     fig, axes = new_figure(1, 2, height=4)
     for i, ((cell, h), g) in enumerate(frame.groupby(["cell", "hidden"], sort=False)):
@@ -64,11 +66,12 @@ def _multiple_class(m: int) -> str:
         "of 8 or 16" if m >= 8 else "not a multiple of 8"
 
 
-def plot_rnn_hidden(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | None:
+@book_figure
+def plot_rnn_hidden(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | Note:
     """TFLOP/s of the recurrent GEMM against H, one panel per cell, one line per batch; each point
     coloured by the largest power of two dividing H; the model dashed."""
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     label = frame_source(frame, source)
     cells = list(dict.fromkeys(frame["cell"]))
     fig, axes = new_figure(1, len(cells), height=4)
@@ -99,13 +102,14 @@ def plot_rnn_hidden(frame: pd.DataFrame | None, source: Source | str | None = No
     return fig
 
 
+@book_figure
 def plot_rnn_batch(frame: pd.DataFrame | None, source: Source | str | None = None, *,
-                   published: Mapping[str, pd.DataFrame | None] | None = None) -> Figure | None:
+                   published: Mapping[str, pd.DataFrame | None] | None = None) -> Figure | Note:
     """Duration and TFLOP/s of the recurrent GEMM against the minibatch, NN solid and TN dashed, one
     column of panels per H; ``published`` GEMMs (e.g. ``published_counterparts("gemm_small_n")``)
     are drawn where their M = K equals a vanilla cell's H."""
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     hs = sorted(frame["hidden"].unique())
     vanilla = set(frame.loc[frame["cell"] == "rnn", "hidden"])
     then, then_labels = named_frames(published, param="published", keep=lambda p: p[
@@ -157,11 +161,12 @@ def _shape_label(r) -> str:
     return f"{r.cell} {r.hidden}·{r.batch}·{r.timesteps}"
 
 
-def plot_rnn_layers(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | None:
+@book_figure
+def plot_rnn_layers(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | Note:
     """Per layer shape (cell H·batch·T): duration per time step of each implementation (top), and each
     implementation's time ÷ the library's (bottom); black bars: the GEMM-only model."""
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     label = frame_source(frame, source)
     keys = ["cell", "hidden", "batch", "timesteps"]
     shapes = frame[keys].drop_duplicates().reset_index(drop=True)
@@ -199,15 +204,15 @@ def _recurrent_tflops(f: pd.DataFrame) -> pd.Series:
     return 2.0 * gates * f["hidden"] ** 2 * f["batch"] * f["timesteps"] / f["time_s"] / 1e12
 
 
+@book_figure
 def plot_rnn_then_now(frames: Mapping[str, pd.DataFrame | None], *,
-                      sources: Mapping[str, Source | str] | None = None) -> Figure | None:
+                      sources: Mapping[str, Source | str] | None = None) -> Figure | Note:
     """Forward time of each published RNN layer shape in every frame (published "then", ours "now"),
     one marker per frame, shapes in DeepBench's order; frames share the columns cell, hidden, batch,
     timesteps, time_s (ours: :func:`perfkit.experiments.rnn.deepbench_comparable`)."""
     parts, labels = named_frames(frames, sources)
     if not parts:
-        no_data(None, "no RNN layer frame to draw")
-        return None
+        return no_data(None, "no RNN layer frame to draw")
     keys = ["cell", "hidden", "batch", "timesteps"]
     shapes = pd.concat([f[keys] for f in parts.values()]).drop_duplicates().reset_index(drop=True)
     shapes = shapes.sort_values(keys, key=lambda c: c.map({"rnn": 0, "lstm": 1, "gru": 2}) if c.name == "cell"
@@ -226,15 +231,15 @@ def plot_rnn_then_now(frames: Mapping[str, pd.DataFrame | None], *,
     return fig
 
 
+@book_figure
 def plot_layer_minibatch(frames: Mapping[str, pd.DataFrame | None], *,
-                         sources: Mapping[str, Source | str] | None = None) -> Figure | None:
+                         sources: Mapping[str, Source | str] | None = None) -> Figure | Note:
     """TFLOP/s of the recurrent math (2·gates·H²·batch·T / time_s) against the minibatch, one panel per
     frame, one line per (cell, H, T): doubling the minibatch should cost less than double the time."""
     parts, labels = named_frames(frames, sources, keep=lambda f: f[f.groupby(["cell", "hidden", "timesteps"])
                                                                     ["batch"].transform("nunique") > 1])
     if not parts:
-        no_data(None, "no frame measures a layer at more than one minibatch")
-        return None
+        return no_data(None, "no frame measures a layer at more than one minibatch")
     fig, axes = new_figure(1, len(parts), height=4)
     for ax, (name, f) in zip(axes[0], parts.items()):
         f = f.assign(tflops=_recurrent_tflops(f))
@@ -252,11 +257,12 @@ def plot_layer_minibatch(frames: Mapping[str, pd.DataFrame | None], *,
     return fig
 
 
-def plot_persistent(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | None:
+@book_figure
+def plot_persistent(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | Note:
     """TFLOP/s of the recurrence against the minibatch, one panel per H, one line per implementation;
     shapes the persistent kernel refused are marked × on the axis."""
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     label = frame_source(frame, source)
     hs = sorted(frame["hidden"].unique())
     fig, axes = new_figure(1, len(hs), height=4)

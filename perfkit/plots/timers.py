@@ -10,7 +10,8 @@ from matplotlib.figure import Figure
 from ..measurement import Measurement
 from ..provenance import Source, live
 from ..units import format_time
-from ._common import frame_source, heading, no_data, single_axes, time_axis
+from ..display import Note
+from ._common import book_figure, frame_source, heading, no_data, single_axes, time_axis
 
 __all__ = ["plot_samples", "plot_timers"]
 
@@ -19,14 +20,15 @@ TIMERS = (("perfkit_time_s", "perfkit.bench"), ("perfkit_graph_time_s", "perfkit
           ("triton_do_bench_s", "triton do_bench"), ("torch_timer_s", "torch Timer"))
 
 
+@book_figure
 def plot_timers(frame: pd.DataFrame | None, source: Source | str | None = None, *,
-                ax: Axes | None = None) -> Figure | None:
+                ax: Axes | None = None) -> Figure | Note:
     """Each case's median time per call (s) under each timer; a timer with no values (on a CPU) is left out.
 
     The log axis starts well below the shortest bar, so every bar shows, however close the times are.
     """
-    if no_data(frame, source):
-        return None
+    if (note := no_data(frame, source)) is not None:
+        return note
     label = frame_source(frame, source)
     tools = [(col, name) for col, name in TIMERS if frame[col].notna().any()]
     ax = single_axes(ax, height=4)
@@ -47,6 +49,7 @@ def plot_timers(frame: pd.DataFrame | None, source: Source | str | None = None, 
     return ax.figure
 
 
+@book_figure
 def plot_samples(m: Measurement, source: Source | str | None = None, *, ax: Axes | None = None,
                  bins: int = 30) -> Figure:
     """A histogram of one :class:`~perfkit.measurement.Measurement`'s samples (s), median and mean marked.

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ._core import STATUSES, Finding, finding, judge, verdict_table
+from ._core import STATUSES, Finding, finding, judge, show, verdict_table
 
-__all__ = ["STATUSES", "Finding", "book_table", "book_table_html", "finding", "judge", "verdict_table"]
+__all__ = ["STATUSES", "Finding", "book_table", "book_table_html", "book_summary", "finding", "judge", "show",
+           "verdict_table"]
 
 
 def book_table() -> pd.DataFrame:
@@ -38,6 +39,14 @@ def book_table_html(table: pd.DataFrame, *, root: str = "chapters/") -> str:
     from .book import book_table_html as _html
 
     return _html(table, root=root)
+
+
+def book_summary(table: pd.DataFrame) -> str:
+    """One sentence counting :func:`book_table`'s verdicts by the evidence they rest on (see
+    :mod:`perfkit.verdict.book`)."""
+    from .book import book_summary as _summary
+
+    return _summary(table)
 
 
 def __getattr__(name: str):

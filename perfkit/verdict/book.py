@@ -14,7 +14,7 @@ from ._core import verdict_table
 
 #: The chapters with a verdict table, in reading order (modules of :mod:`perfkit.verdict`).
 CHAPTERS = ("gemm", "fc", "rnn", "conv", "memory")
-COLUMNS = ["chapter", "title", "rule", "source", "claim", "then", "now", "verdict", "where"]
+COLUMNS = ["chapter", "title", "rule", "source", "claim", "then", "now", "unit", "verdict", "where"]
 
 
 def book_table() -> pd.DataFrame:
@@ -36,18 +36,42 @@ def book_table_html(table: pd.DataFrame, *, root: str = "chapters/") -> str:
     missing = [c for c in COLUMNS if c not in table.columns]
     if missing:
         raise ValueError(f"table lacks the columns {missing}; pass the frame book_table() returns")
-    rows = []
+    rows, chapter = [], None
     for r in table.itertuples(index=False):
-        link = f'<a href="{html.escape(root)}{html.escape(r.chapter)}.html#verdict">{html.escape(r.title)}</a>'
-        cells = [link, html.escape(r.rule), html.escape(f"{r.claim} ({r.source})"), html.escape(r.then),
-                 html.escape(r.now), f'<span class="verdict-{r.verdict.replace(" ", "-")}">'
-                 f"{html.escape(r.verdict)}</span>"]
-        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+        if r.chapter != chapter:  # one heading row per chapter, linked to its verdict
+            chapter = r.chapter
+            link = f'<a href="{html.escape(root)}{html.escape(r.chapter)}.html#verdict">{html.escape(r.title)}</a>'
+            rows.append(f'<tr class="chapter"><th colspan="6">{link}</th></tr>')
+        cells = [(html.escape(r.rule), "text"), (html.escape(f"{r.claim} ({r.source})"), "text"),
+                 (html.escape(r.then), "num"), (html.escape(r.now), "num"), (html.escape(r.unit), "unit"),
+                 (f'<span class="verdict-{r.verdict.replace(" ", "-")}">{html.escape(r.verdict)}</span>', "verdict")]
+        rows.append("<tr>" + "".join(f'<td class="{kind}">{c}</td>' for c, kind in cells) + "</tr>")
     head = "".join(f"<th>{h}</th>" for h in
-                   ("Chapter", "Rule", "What the guides said", "Then (published)", "Now (recorded)", "Verdict"))
-    # Scrolls sideways rather than cut its last column on a narrow page.
-    return (f'<div style="overflow-x: auto"><table class="perfkit-verdicts" style="font-size: 0.85em">'
+                   ("Rule", "What the guides said", "Then (published)", "Now (GPU, recorded)", "Unit", "Verdict"))
+    return (f'<div class="perfkit-table-wrap"><table class="perfkit-table perfkit-verdicts">'
             f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
 
 
-__all__ = ["CHAPTERS", "book_table", "book_table_html"]
+def _rules(n: int) -> str:
+    return f"{n} rule" if n == 1 else f"{n} rules"
+
+
+def book_summary(table: pd.DataFrame) -> str:
+    """One sentence: how many rules ``table`` (from :func:`book_table`) judges, from which kind of
+    evidence (our GPU recordings, published measurements), and how the recorded ones came out."""
+    missing = [c for c in ("chapter", "then", "now", "verdict") if c not in table.columns]
+    if missing:
+        raise ValueError(f"table lacks the columns {missing}; pass the frame book_table() returns")
+    n, chapters = len(table), table["chapter"].nunique()
+    recorded = table[table["now"] != "—"]
+    published = int((table["then"] != "—").sum())
+    counts = recorded["verdict"].value_counts()
+    judged = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("holds", "weaker", "gone"))
+    first = (f"{_rules(n)} across {chapters} chapters: {len(recorded)} judged from our own GPU recordings "
+             f"({judged})" if len(recorded) else
+             f"{_rules(n)} across {chapters} chapters, none judged yet: no GPU recording is in data/")
+    return (f"{first}; {published} of the {n} have a published measurement (Baidu DeepBench, V100 or P100) to compare with, "
+            f"and {n - len(recorded)} await a recording on a current GPU.")
+
+
+__all__ = ["CHAPTERS", "book_summary", "book_table", "book_table_html"]

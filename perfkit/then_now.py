@@ -157,5 +157,19 @@ def speedups(now: pd.DataFrame, then: pd.DataFrame, on: list[str] | None = None,
     return out
 
 
+def speedup_table(now: pd.DataFrame | None, then: pd.DataFrame | None, on: list[str] | None = None, *,
+                  column: str = "time_s") -> pd.DataFrame | None:
+    """:func:`speedups` for a reader: the shape columns, ``then_s`` and ``now_s`` (seconds; show
+    them with ``pk.table(..., seconds={"then_s": "µs", "now_s": "µs"})``) and ``speedup (×)``
+    (> 1: ``now`` is faster).
+
+    Pure: None in, None out (either frame None, e.g. no recording yet), so a chapter passes it
+    straight to :func:`perfkit.table`.
+    """
+    if now is None or then is None:
+        return None
+    return speedups(now, then, on, column=column).rename(columns={"speedup": "speedup (×)"})
+
+
 __all__ = ["CONV_SHAPE", "COUNTERPARTS", "KIND", "RNN_SHAPE", "SHAPE", "counterpart", "layout_spread", "speedups",
-           "spread_summary"]
+           "speedup_table", "spread_summary"]

@@ -159,3 +159,73 @@ def test_problem_4_attention_grows_and_the_linear_layers_do_not():
     assert "4 sequences became 1" in pk.exercises.check("advisor-4", 16).message
     assert "same" in pk.exercises.check("advisor-4", 1).message
     assert pk.exercises.check("advisor-4", 4).status == "close"
+
+
+# ------------------------------------------------------------------------------ the chapter's tables
+def test_rule_summary_is_by_rule_in_seconds_and_none_in_none_out(advices):
+    from perfkit.experiments.advisor import rule_summary
+
+    assert rule_summary(None) is None
+    resnet = advices["ResNet-50"]
+    t, by_rule = rule_summary(resnet), resnet.by_rule()
+    assert list(t.columns) == ["rule", "findings", "predicted_saving_s", "share of the step", "example"]
+    assert list(t["rule"]) == list(by_rule.index)
+    assert list(t["findings"]) == list(by_rule["findings"])
+    assert t["predicted_saving_s"].to_numpy() == pytest.approx(by_rule["predicted_saving_s"].to_numpy(),
+                                                               nan_ok=True)
+    shown = pk.table(t, seconds={"predicted_saving_s": "µs"}, formats={"predicted saving (µs)": "{:,.0f}"})
+    assert list(shown.shown.columns)[2] == "predicted saving (µs)"
+    assert "layout" in str(shown)
+    layout = by_rule.loc["layout", "predicted_saving_s"]
+    assert f"{layout * 1e6:,.0f}" in str(shown)
+
+
+def test_largest_savings_names_each_models_top_rule(advices):
+    from perfkit.experiments.advisor import largest_savings
+
+    assert largest_savings(None) is None and largest_savings({}) is None
+    t = largest_savings(advices).set_index("model")
+    assert list(t.index) == list(advices)
+    for name, advice in advices.items():
+        share = advice.by_rule()["share"]
+        assert t.loc[name, "largest predicted saving from"] == share.idxmax()
+        assert t.loc[name, "share of the step"] == pytest.approx(share.max())
+    assert t.loc["LSTM LM", "largest predicted saving from"] == "small_batch"
+
+
+def test_finding_savings_with_and_without_measurements(advices):
+    from perfkit.experiments.advisor import finding_savings
+
+    assert finding_savings(None) is None
+    lstm = advices["LSTM LM"]
+    t = finding_savings(lstm)
+    assert list(t.columns) == ["layer", "rule", "predicted_saving_s"]
+    assert len(t) == len(lstm.findings) and "" not in set(t["layer"])
+    mine = torch.nn.Sequential(torch.nn.Linear(64, 100), torch.nn.Linear(100, 10))
+    here = pk.advise(mine, torch.randn(12, 64), "float32", pk.current_device(), training=False,
+                     rules=["alignment"])
+    here.measure(progress=False)
+    t = finding_savings(here)
+    assert list(t.columns)[-1] == "measured_saving_s"
+    assert t["measured_saving_s"].to_numpy() == pytest.approx(
+        here.findings["measured_saving_s"].to_numpy(), nan_ok=True)
+    shown = pk.table(t, seconds={"predicted_saving_s": "µs", "measured_saving_s": "µs"})
+    assert list(shown.shown.columns) == ["layer", "rule", "predicted saving (µs)", "measured saving (µs)"]
+
+
+def test_the_cpu_stand_in_is_the_experiment_on_the_cpu_labelled_by_its_own_metadata():
+    """Chapter 7 draws ``advisor_fixes(device="cpu")`` where the GPU recording is missing: the
+    frame says itself that it was measured live on this CPU, in float32, and the figure says so."""
+    from perfkit.experiments import advisor as experiments
+
+    frame = experiments.advisor_fixes(models=["lstm_lm"], device="cpu", progress=False)
+    source = pk.source_of(frame)
+    assert source.kind == "live" and pk.current_device().label in str(source)
+    assert len(frame) and set(frame["dtype"]) == {"float32"} and set(frame["model"]) == {"lstm_lm"}
+    fig = pk.plots.plot_fix_savings(frame)  # no source: the frame's own label
+    assert not isinstance(fig, pk.Note)
+    heading = " ".join(" ".join([fig._suptitle.get_text() if fig._suptitle else ""]
+                                + [ax.get_title() for ax in fig.axes]).split())
+    assert str(source) in heading
+    with pytest.raises(ValueError, match="contradicts"):
+        pk.plots.plot_fix_savings(frame, pk.provenance.missing("no GPU"))

@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
+import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 import perfkit as pk  # noqa: E402
@@ -218,3 +219,33 @@ def test_background_exercise_answers_in_the_chapter():
     for ex in exercises.all_exercises("01_background"):
         assert f'pk.exercises.check("{ex.id}", None)' in problems
         assert f"**{ex.answer_text()}**" in problems
+
+
+# --------------------------------------------------------------------------------------------
+# The waves table: per_wave is pure, None in → None out
+
+
+def test_per_wave_none_in_none_out():
+    from perfkit.experiments.background import per_wave
+
+    assert per_wave(None) is None
+    assert per_wave(pd.DataFrame(columns=["waves", "time_s"])) is None
+    assert isinstance(pk.table(per_wave(None), "no recording", instead="the model above"), pk.Note)
+
+
+def test_per_wave_medians_and_steps_in_one_wave_times():
+    from perfkit.experiments.background import per_wave
+
+    frame = pd.DataFrame({"waves": [1, 1, 1, 2, 2, 3],
+                          "time_s": [10e-6, 11e-6, 12e-6, 21e-6, 23e-6, 33e-6]})
+    before = frame.copy()
+    t = per_wave(frame)
+    pd.testing.assert_frame_equal(frame, before)  # the input is left alone
+    assert list(t.columns) == ["waves", "median_time_s", "step (one-wave times)"]
+    assert list(t["waves"]) == [1, 2, 3]
+    assert list(t["median_time_s"]) == pytest.approx([11e-6, 22e-6, 33e-6])
+    assert pd.isna(t["step (one-wave times)"].iloc[0])
+    assert list(t["step (one-wave times)"].iloc[1:]) == pytest.approx([1.0, 1.0])
+    shown = pk.table(t, seconds={"median_time_s": "µs"})
+    assert list(shown.shown.columns) == ["waves", "median time (µs)", "step (one-wave times)"]
+    assert "22.00" in str(shown)

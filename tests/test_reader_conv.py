@@ -277,7 +277,7 @@ def test_findings_on_frames_with_known_effects():
                 "Enable cudnn.benchmark": "gone", "Larger sizes: more efficient, not faster": "gone",
                 "A newer GPU runs the same layers faster": "holds"}
     assert table["verdict"].to_dict() == expected
-    assert table.loc["Prefer NHWC", "now"] == "2.00×"
+    assert table.loc["Prefer NHWC", "now"] == "2.00" and table.loc["Prefer NHWC", "unit"] == "×"
 
 
 def test_cpu_frames_are_never_now():
@@ -305,3 +305,74 @@ def test_findings_refuse_bad_input():
         vc.findings({"conv_chanels": None})
     with pytest.raises(TypeError, match="conv_passes"):
         vc.findings({"conv_passes": [1, 2]})
+
+
+# --- what the chapter shows: its analyses take None (no recording) and give None ------------------------------
+
+
+def test_analyses_are_none_in_none_out():
+    conv = pk.experiments.conv
+    for fn in (conv.for_reader, conv.layout_payback, conv.channel_effects, conv.first_layer_effects,
+               conv.layout_effects, conv.param_effects):
+        assert fn(None) is None, fn.__name__
+    assert conv.deepbench_speedups(None, _v100_published()) is None
+    assert conv.deepbench_speedups(_v100_published(), None) is None
+    assert isinstance(pk.table(conv.for_reader(None), "no recording"), pk.Note)
+
+
+def test_for_reader_names_columns_with_units():
+    frame = pd.DataFrame({"layer": ["a", "b"], "time_s": [1e-3, 2e-6], "tflops": [10.0, 20.0],
+                          "convert_share": [0.5, 0.25], "predicted_s": [1.0, 2.0]}, index=[7, 9])
+    out = pk.experiments.conv.for_reader(frame, seconds="µs")
+    assert list(out.columns) == ["layer", "time (µs)", "TFLOP/s", "to NHWC ÷ conv (%)", "model (µs)"]
+    assert list(out.index) == [0, 1]  # the index is dropped
+    np.testing.assert_allclose(out["time (µs)"], [1000.0, 2.0])
+    np.testing.assert_allclose(out["to NHWC ÷ conv (%)"], [50.0, 25.0])
+    np.testing.assert_allclose(frame["time_s"], [1e-3, 2e-6])  # the frame itself is unchanged
+    assert list(pk.experiments.conv.for_reader(frame, ["tflops", "layer"]).columns) == ["TFLOP/s", "layer"]
+    kept = pk.experiments.conv.for_reader(frame, ["time_s", "predicted_s"], seconds={"time_s": "ms"})
+    assert list(kept.columns) == ["time (ms)", "model (s)"]  # a column not named stays in seconds
+    with pytest.raises(ValueError, match="lacks the columns"):
+        pk.experiments.conv.for_reader(frame, ["speedup"])
+    with pytest.raises(ValueError, match="not shown"):
+        pk.experiments.conv.for_reader(frame, ["layer"], seconds={"time_s": "µs"})
+    with pytest.raises(ValueError, match="unit"):
+        pk.experiments.conv.for_reader(frame, seconds="minutes")
+    with pytest.raises(TypeError, match="DataFrame"):
+        pk.experiments.conv.for_reader([1, 2])
+
+
+def test_layout_payback_counts_the_calls_that_repay_autotuning():
+    rows = [{"layer": "a", "op": "forward", "layout": lay, "cudnn_benchmark": flag,
+             "time_s": {(False, "NHWC"): 2.0, (True, "NHWC"): 1.5}.get((flag, lay), 3.0),
+             "first_call_s": 10.0 if flag else 4.0}
+            for lay in ("NCHW", "NHWC") for flag in (False, True)]
+    rows.append({"layer": "a", "op": "to channels_last", "layout": "NCHW", "cudnn_benchmark": False,
+                 "time_s": 0.1, "first_call_s": 0.1})
+    out = pk.experiments.conv.layout_payback(pd.DataFrame(rows))
+    assert out.loc[0, "autotune_s"] == pytest.approx(6.0)
+    assert out.loc[0, "repay_calls"] == pytest.approx(12.0)  # 6 s ÷ (2.0 − 1.5) s per call
+    cpu = pd.DataFrame([r for r in rows if not r["cudnn_benchmark"]])
+    assert np.isnan(pk.experiments.conv.layout_payback(cpu).loc[0, "repay_calls"])  # no flag to compare
+
+
+def test_deepbench_speedups_matches_then_now():
+    published = _v100_published()
+    ours = published.copy()
+    ours["time_s"] /= 2
+    same = pk.experiments.conv.deepbench_speedups(ours, published)
+    assert len(same) and np.allclose(same["speedup"], 2.0)
+
+
+def test_the_open_deepbench_menu_fits_in_its_figure():
+    """Every entry of the open menu lies inside the figure (it opens just above the plot area)."""
+    for figure in (ic.deepbench_figure(), ic.deepbench_figure(_v100_published())):
+        fig = figure.figure
+        entries = len(fig.layout.updatemenus[0].buttons)
+        assert entries == 19
+        assert fig.layout.height >= fig.layout.margin.t + ic.MENU_ENTRY_PX * entries
+        assert fig.layout.updatemenus[0].direction == "down"
+    assert ic.menu_height(100, 3) == 540  # few entries: the usual height
+    assert ic.menu_height(100, 30) == 100 + 30 * ic.MENU_ENTRY_PX + 20
+    with pytest.raises(ValueError):
+        ic.menu_height(100, 0)

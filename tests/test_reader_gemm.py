@@ -278,13 +278,13 @@ def test_then_comes_from_deepbench_v100():
     v100 = pk.published_counterparts("gemm_sizes")["V100-SXM2, 2019"]
     work = 2 * v100["M"] * v100["N"] * v100["K"]
     ratio = v100[work >= 1e11]["tflops"].median() / v100[work <= 1e9]["tflops"].median()
-    assert then["Bigger GEMMs are more efficient"] == f"{ratio:.1f}×"
+    assert then["Bigger GEMMs are more efficient"] == f"{ratio:.1f}"
     small = pk.published_counterparts("gemm_small_n")["V100-SXM2, 2019"].set_index("N")["time_s"]
-    assert then["Small minibatch is memory-bound"] == f"{8 * small[16] / small[128]:.1f}×"
+    assert then["Small minibatch is memory-bound"] == f"{8 * small[16] / small[128]:.1f}"
     skinny = pk.then_now.layout_spread(pk.then_now.counterpart("gemm_transposes", published))
     skinny = skinny[(skinny["M"] == 2560) & (skinny["K"] == 2560) & (skinny["N"] <= 128)]
-    assert then["Prefer NN over TN"] == f"{skinny['spread'].max():.2f}×"
-    assert float(then["Dimensions multiples of 8 (FP16) / 16 bytes"].rstrip("×")) < 1.1
+    assert then["Prefer NN over TN"] == f"{skinny['spread'].max():.2f}"
+    assert float(then["Dimensions multiples of 8 (FP16) / 16 bytes"]) < 1.1
 
 
 def _verdicts(**frames) -> dict[str, str]:
@@ -339,7 +339,7 @@ def test_a_cpu_or_published_frame_is_never_now(short_bench):
     spread = pk.then_now.layout_spread(bare)["spread"].max()
     assert vgemm.layout_effect(bare) == pytest.approx(spread)
     row = pk.verdict_table(vgemm.findings({"gemm_transposes": bare})).set_index("rule").loc["Prefer NN over TN"]
-    assert row["now"] == f"{spread:.2f}×"
+    assert row["now"] == f"{spread:.2f}" and row["unit"] == "×"
     assert row["verdict"] == pk.judge(spread, holds_at=1.3, gone_below=1.1)
 
 
@@ -355,3 +355,60 @@ def test_small_n_effect_needs_both_minibatches():
     assert vgemm.small_n_effect(frame) == pytest.approx(8.0)
     assert vgemm.small_n_effect(frame[frame["N"] != 16]) is None
     assert np.isclose(vgemm.small_n_effect(small_n_frame(memory_bound=False)), 1.0)
+
+
+# --- the chapter's analysis functions: None in, None out -----------------------------------------
+
+
+def test_analysis_functions_pass_no_recording_through_as_none():
+    v100 = pk.published_counterparts("gemm_small_n")["V100-SXM2, 2019"]
+    assert pk.experiments.gemm.alignment_penalty(None) is None
+    assert pk.experiments.gemm.alignment_summary(None) is None
+    assert pk.experiments.gemm.size_throughput(None) is None
+    assert pk.then_now.speedup_table(None, v100) is None
+    assert pk.then_now.speedup_table(small_n_frame(), None) is None
+    # ...so the chapter's table cell shows a note saying what is shown instead.
+    note = pk.table(pk.experiments.gemm.alignment_summary(None), pk.provenance.missing("no GPU"),
+                    instead="the verdict")
+    assert isinstance(note, pk.Note) and note.instead == "the verdict"
+
+
+def test_alignment_summary_is_seconds_shown_in_microseconds_with_the_penalty():
+    out = pk.experiments.gemm.alignment_summary(alignment_frame(1.5))
+    assert list(out.columns) == ["dtype", "aligned_K_s", "unaligned_K_s", "penalty (×)"]
+    assert set(out["dtype"]) == {"float16", "tf32"}
+    assert out["penalty (×)"].to_numpy() == pytest.approx([1.5, 1.5], rel=0.01)
+    assert out["aligned_K_s"].to_numpy() == pytest.approx([200e-6, 200e-6], rel=0.01)
+    shown = pk.table(out, seconds={"aligned_K_s": "µs", "unaligned_K_s": "µs"},
+                     formats={"aligned K (µs)": "{:.1f}"})
+    assert list(shown.shown.columns) == ["dtype", "aligned K (µs)", "unaligned K (µs)", "penalty (×)"]
+    text = str(shown)
+    assert "penalty (×)" in text and "float16" in text and "200.0" in text
+
+
+def test_size_throughput_is_the_smallest_and_best_of_a_sweep():
+    frame = sizes_frame()
+    out = pk.experiments.gemm.size_throughput(frame)
+    mn = frame[frame["sweep"] == "mn"]
+    assert list(out.columns) == ["dtype", "smallest (TFLOP/s)", "best (TFLOP/s)"]
+    assert out.iloc[0]["smallest (TFLOP/s)"] == pytest.approx(mn.loc[mn["M"].idxmin(), "tflops"])
+    assert out.iloc[0]["best (TFLOP/s)"] == pytest.approx(mn["tflops"].max())
+    assert (out["best (TFLOP/s)"] > 2 * out["smallest (TFLOP/s)"]).all()  # the chapter's claim
+    k = pk.experiments.gemm.size_throughput(frame, sweep="k")
+    assert k.iloc[0]["best (TFLOP/s)"] == pytest.approx(frame[frame["sweep"] == "k"]["tflops"].max())
+    with pytest.raises(ValueError, match="sweep"):
+        pk.experiments.gemm.size_throughput(frame, sweep="n")
+
+
+def test_speedup_table_is_speedups_in_seconds():
+    v100 = pk.published_counterparts("gemm_small_n")["V100-SXM2, 2019"]
+    now = small_n_frame()
+    out = pk.then_now.speedup_table(now, v100)
+    raw = pk.then_now.speedups(now, v100)
+    assert list(out.columns) == [*pk.then_now.SHAPE, "then_s", "now_s", "speedup (×)"]
+    assert out["then_s"].to_numpy() == pytest.approx(raw["then_s"].to_numpy())
+    assert out["speedup (×)"].to_numpy() == pytest.approx(raw["speedup"].to_numpy())
+    shown = pk.table(out, seconds={"then_s": "µs", "now_s": "µs"},
+                     formats={"then (µs)": "{:.3g}", "now (µs)": "{:.3g}"})
+    assert list(shown.shown.columns)[-3:] == ["then (µs)", "now (µs)", "speedup (×)"]
+

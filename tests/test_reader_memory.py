@@ -341,3 +341,55 @@ def test_the_copy_ceiling():
         verdict.findings([1, 2])
     with pytest.raises(TypeError, match="DataFrame"):
         verdict.findings({"activation_sizes": "recorded"})
+
+
+
+# ------------------------------------------------------------------------------ what the chapter shows
+def test_analyses_are_none_in_none_out():
+    assert memory.bandwidth_fit(None, ["op", "pass"], ceiling=1e9) is None
+    assert memory.layout_speedup(None) is None and memory.layout_speedup(None, largest=True) is None
+    assert memory.batchnorm_bytes(None, 1e9) is None
+    assert fusion.fusion_savings(None) is None and convnet.memory_share(None) is None
+    assert memory.for_reader(None) is None
+    assert isinstance(pk.table(memory.for_reader(memory.bandwidth_fit(None)), "no recording"), pk.Note)
+
+
+def test_batchnorm_bytes_without_a_ceiling_is_none(cpu_runs):
+    assert memory.batchnorm_bytes(cpu_runs["batchnorm_sizes"], None) is None
+    assert len(memory.batchnorm_bytes(cpu_runs["batchnorm_sizes"], 20e9))
+
+
+def test_layout_speedup_of_the_largest_size(cpu_runs):
+    bn = cpu_runs["batchnorm_sizes"]
+    every, largest = memory.layout_speedup(bn), memory.layout_speedup(bn, largest=True)
+    assert set(largest["elements"]) == {bn["elements"].max()}
+    assert set(largest["pass"]) == {"forward", "backward", "forward+backward"}
+    pd.testing.assert_frame_equal(largest, every[every["elements"] == every["elements"].max()]
+                                  .reset_index(drop=True))
+
+
+def test_for_reader_names_columns_with_units():
+    fits = memory.bandwidth_fit(_as_measured(memory.predicted_activations(H100)), ["op", "pass"],
+                                ceiling=pk.achievable_ceilings(H100).bandwidth)
+    out = memory.for_reader(fits, ["op", "pass", "floor_s", "gbps", "fraction", "knee_bytes"], seconds="µs")
+    assert list(out.columns) == ["op", "pass", "floor (µs)", "GB/s", "% of copy ceiling", "knee (MB)"]
+    np.testing.assert_allclose(out["floor (µs)"], fits["floor_s"] * 1e6)
+    np.testing.assert_allclose(out["% of copy ceiling"], fits["fraction"] * 100)
+    np.testing.assert_allclose(out["knee (MB)"], fits["knee_bytes"] / 1e6)
+    share = memory.for_reader(convnet.memory_share(convnet.predicted_breakdown(H100)), seconds="ms")
+    assert "model: layers (ms)" in share and share["model: memory-bound (%)"].between(0, 100).all()
+    saved = memory.for_reader(fusion.fusion_savings(fusion.predicted_chains(H100)), ["compile_s", "eager_s"],
+                              seconds={"eager_s": "ms"})
+    assert list(saved.columns) == ["compile (s)", "eager (ms)"]  # compiling takes seconds: left in s
+
+
+def test_cpu_ceiling_and_copy_frame():
+    assert verdict.cpu_ceiling(H100) == (None, None)  # a GPU's copy ceiling is not a CPU's line
+    cpu = pk.current_device()
+    if cpu.kind == "cpu":
+        bandwidth, source = verdict.cpu_ceiling(cpu)
+        assert bandwidth == cpu.mem_bandwidth and (source is None or isinstance(source, str))
+        # no GPU here and no GPU frame: no copy ceiling to load
+        assert verdict.copy_frame(cpu) is None and verdict.copy_frame(cpu, None) is None
+    with pytest.raises(TypeError, match="DeviceSpec"):
+        verdict.cpu_ceiling("H100-SXM")

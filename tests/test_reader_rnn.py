@@ -11,6 +11,7 @@ import pytest
 import perfkit as pk
 from perfkit import exercises
 from perfkit.experiments import rnn as experiments
+from perfkit.experiments import rnn_analysis as analysis
 from perfkit.interactive import rnn as interactive
 from perfkit.interactive._figure import MAX_HTML_BYTES, figure_json, html_bytes
 from perfkit.verdict import rnn as verdicts
@@ -205,7 +206,7 @@ def test_frames_are_recorded_and_published_only():
     assert pk.source_of(frames["published_gemm"]).kind == "published"
     table = pk.verdict_table(verdicts.findings(frames))
     then = verdicts.effects(frames)["then_combine"]
-    assert table.loc[0, "then"] == f"{then:.2f}×" and then > 5  # the V100's N = 7000 vs 16
+    assert table.loc[0, "then"] == f"{then:.2f}" and then > 5  # the V100's N = 7000 vs 16
 
 
 def _gpu(frame):
@@ -233,11 +234,11 @@ def _by_claim(frames):
 def test_synthetic_frames_give_the_expected_verdicts():
     found = _by_claim({"rnn_batch": _gpu(_batch_frame())})
     gain = found[("Minibatch ≥ 32", "×14 TFLOP/s from batch 1 to 32 (cuBLAS)")]
-    assert (gain.now, gain.verdict) == ("20.00×", "holds")
+    assert (gain.now, gain.verdict) == ("20.00", "holds")
     pen = found[("Multiples of 32", "over 4× lost at (2560, 125, 2560) vs N = 128")]
-    assert (pen.now, pen.verdict) == ("1.05×", "gone")
+    assert (pen.now, pen.verdict) == ("1.05", "gone")
     spread = found[("Fix the layout (NN, not TN)", "slower layout ÷ faster, recurrent GEMM")]
-    assert (spread.now, spread.verdict) == ("1.50×", "holds")
+    assert (spread.now, spread.verdict) == ("1.50", "holds")
     layers = pd.DataFrame([dict(cell="lstm", hidden=1024, batch=b, timesteps=25, dtype="float16", impl=impl,
                                 time_s=t, input_gemm_s=t / 10, tflops=1.0 / t)
                            for b in (16, 128) for impl, t in (("cudnn", 1e-3), ("gemm loop", 1.2e-3),
@@ -246,7 +247,7 @@ def test_synthetic_frames_give_the_expected_verdicts():
     assert found[("Use cuDNN", "cuDNN faster than an eager loop of GEMMs")].verdict == "weaker"  # 1.2×
     assert found[("Use cuDNN", "cuDNN faster than the loop replayed from a CUDA graph")].verdict == "gone"
     batch = found[("Doubling the minibatch costs < 2× the time", "batch 128 vs 16: TFLOP/s of whole layers")]
-    assert (batch.now, batch.verdict) == ("8.00×", "holds")  # 8× the sequences in the same time
+    assert (batch.now, batch.verdict) == ("8.00", "holds")  # 8× the sequences in the same time
 
 
 @pytest.mark.filterwarnings("ignore:.*samples:UserWarning")
@@ -259,10 +260,10 @@ def test_cpu_runs_are_never_now_but_compute_like_the_chapter(short_bench):
     assert all(v is None for k, v in verdicts.effects(cpu).items() if not k.startswith("then"))
     relabelled = verdicts.effects({k: _gpu(f) for k, f in cpu.items()})
     vanilla = dict(cell="rnn", hidden=2560, layout="NN")
-    assert relabelled["gain_32"] == experiments.throughput_ratio(batch, "batch", 32, 1, **vanilla)
-    assert relabelled["pen_125"] == experiments.throughput_ratio(batch, "batch", 128, 125, **vanilla)
+    assert relabelled["gain_32"] == analysis.throughput_ratio(batch, "batch", 32, 1, **vanilla)
+    assert relabelled["pen_125"] == analysis.throughput_ratio(batch, "batch", 128, 125, **vanilla)
     assert relabelled["spread"] == pk.then_now.layout_spread(batch)["spread"].median()
-    speed = experiments.combine_speedup(combine)
+    speed = analysis.combine_speedup(combine)
     assert relabelled["wide_speedup"] == speed[speed["columns"] >= 1024]["speedup"].median()
     assert relabelled["h_1024"] is None  # no rnn_hidden frame
 
@@ -274,3 +275,74 @@ def test_findings_refuse_bad_frames():
         verdicts.findings({"rnn_bach": None})
     with pytest.raises(TypeError, match="rnn_batch"):
         verdicts.findings({"rnn_batch": [1, 2]})
+
+
+# --------------------------------------------------------------------------------------------
+# What the chapter shows: analyses that take None (no run, no recording) and give None
+
+
+def test_analyses_pass_none_through():
+    assert analysis.combine_summary(None) is None and analysis.batch_effects(None) is None
+    assert analysis.throughput_ratios(None, "hidden", [(1024, 1000)]) is None
+    assert analysis.persistent_summary(None) is None
+    assert analysis.layer_speedups(None, pk.published_counterparts("rnn_cudnn")["V100-SXM2, 2019"]) is None
+    note = pk.table(analysis.batch_effects(None), "no GPU here", instead="the model, above")
+    assert isinstance(note, pk.Note) and note.instead == "the model, above"
+
+
+def test_batch_effects_are_the_verdicts_numbers():
+    frame = _batch_frame()
+    table = analysis.batch_effects(frame).set_index("compared")["ratio (×)"]
+    e = verdicts.effects({"rnn_batch": _gpu(frame)})
+    assert table["TFLOP/s at 32 ÷ 1, H = 2560 NN"] == pytest.approx(e["gain_32"]) == pytest.approx(20)
+    assert table["TFLOP/s at 128 ÷ 125, H = 2560 NN"] == pytest.approx(e["pen_125"])
+    assert table["slower layout ÷ faster, median"] == pytest.approx(e["spread"]) == pytest.approx(1.5)
+
+
+def test_throughput_ratios_name_each_pair_and_leave_missing_ones_empty():
+    frame = _batch_frame()
+    table = analysis.throughput_ratios(frame, "batch", [(32, 1), (64, 1)], layout="NN")
+    assert list(table["compared"]) == ["batch 32 ÷ 1", "batch 64 ÷ 1"]
+    assert table.loc[0, "ratio (×)"] == pytest.approx(20) and math.isnan(table.loc[1, "ratio (×)"])
+
+
+def test_combine_summary_keeps_only_wide_shapes():
+    rows = [dict(cell="lstm", hidden=1024, batch=b, timesteps=t, dtype="float16", method=m,
+                 time_s=(t if m == "per step" else 1.0) * 1e-3, tflops=1.0)
+            for b, t in ((16, 16), (16, 64), (64, 64)) for m in ("combined", "per step")]
+    table = analysis.combine_summary(pd.DataFrame(rows))
+    assert list(table.columns) == ["cell", "H", "shapes", "median speedup (×)"]
+    assert table.iloc[0].tolist() == ["lstm", 1024, 2, 64.0]  # 16·16 = 256 columns left out
+    assert analysis.combine_summary(pd.DataFrame(rows), min_columns=10**6).empty
+
+
+def test_persistent_summary_gives_ratios_and_refusals():
+    rows = []
+    for h, refused in ((1024, False), (8192, True)):
+        for impl, t in (("persistent", 1e-4), ("gemm loop", 3e-3), ("cudnn", 2e-4)):
+            bad = refused and impl == "persistent"
+            rows.append(dict(impl=impl, hidden=h, batch=4, timesteps=10, dtype="float16",
+                             time_s=float("nan") if bad else t, tflops=float("nan") if bad else 1e-4 / t,
+                             note="refused: U does not fit" if bad else ""))
+    table = analysis.persistent_summary(pd.DataFrame(rows)).set_index("H")
+    assert table.loc[1024, "÷ loop of GEMMs (×)"] == pytest.approx(30)
+    assert table.loc[1024, "÷ cuDNN (×)"] == pytest.approx(2) and table.loc[1024, "kernel"] == "ran"
+    assert math.isnan(table.loc[8192, "÷ cuDNN (×)"]) and table.loc[8192, "kernel"].startswith("refused")
+
+
+def test_layer_speedups_pair_the_same_layers():
+    v100 = pk.published_counterparts("rnn_cudnn", dtype="float16")["V100-SXM2, 2019"]
+    ours = v100.iloc[:3].assign(time_s=v100["time_s"].iloc[:3] / 4)
+    table = analysis.layer_speedups(ours, v100)
+    assert list(table.columns) == ["cell", "H", "batch", "T", "then_s", "now_s", "speedup (×)"]
+    assert len(table) == 3 and table["speedup (×)"].to_numpy() == pytest.approx(4)
+    assert (table["then_s"] / table["now_s"]).to_numpy() == pytest.approx(4)
+    shown = pk.table(table, seconds={"then_s": "ms", "now_s": "ms"}).shown
+    assert list(shown.columns) == ["cell", "H", "batch", "T", "then (ms)", "now (ms)", "speedup (×)"]
+    assert shown["then (ms)"].to_numpy() == pytest.approx(1e3 * table["then_s"].to_numpy())
+
+
+def test_the_experiment_module_still_offers_the_analyses_it_re_exports():
+    for name in ("combine_speedup", "deepbench_comparable", "throughput_ratio"):
+        assert getattr(experiments, name) is getattr(analysis, name)
+    assert analysis.deepbench_comparable(None) is None and analysis.combine_speedup(None) is None

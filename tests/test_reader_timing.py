@@ -79,10 +79,12 @@ def test_samples_settle_many_samples_stay_small():
 
 
 def test_samples_settle_default_is_a_live_cpu_measurement_dated_today():
+    before = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
     fig = timing.samples_settle()
+    after = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
     title = fig.figure.layout.title.text
-    today = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
-    assert "live on" in title and today in title and pk.devices.cpu_name() in title
+    # the run may straddle midnight (UTC): its date is the one before or after it
+    assert "live on" in title and (before in title or after in title) and pk.devices.cpu_name() in title
     assert len(fig.states) >= 2
 
 
@@ -154,3 +156,33 @@ def test_timing_exercise_answers_in_the_chapter():
     for ex in exercises.all_exercises("90_timing"):
         assert f'pk.exercises.check("{ex.id}", None)' in problems
         assert f"**{ex.answer_text()}**" in problems
+
+
+# --------------------------------------------------------------------------------------------
+# The chapter's table of timers
+
+
+def test_timer_table_passes_no_recording_through_as_none():
+    assert pk.experiments.timers.timer_table(None) is None
+    note = pk.table(pk.experiments.timers.timer_table(None), pk.provenance.missing("no GPU"),
+                    instead="the CPU run below")
+    assert isinstance(note, pk.Note) and note.instead == "the CPU run below"
+
+
+def test_timer_table_writes_times_with_units_and_drops_timers_that_never_ran():
+    nan = float("nan")
+    gpu = pd.DataFrame({"case": ["add", "gemm"], "perfkit_time_s": [5e-6, 2e-3],
+                        "perfkit_graph_time_s": [3e-6, 2e-3], "triton_do_bench_s": [6e-6, 2.02e-3],
+                        "torch_timer_s": [2.5e-6, nan], "perfkit_vs_do_bench": [5 / 6 - 1, 2 / 2.02 - 1],
+                        "perfkit_vs_torch_timer": [1.0, nan]})
+    out = pk.experiments.timers.timer_table(gpu)
+    assert list(out.columns) == ["case", "perfkit.bench", "perfkit, CUDA graph", "do_bench", "torch Timer",
+                                 "perfkit vs do_bench", "perfkit vs Timer"]
+    assert list(out["perfkit.bench"]) == [format_time(5e-6), format_time(2e-3)]
+    assert list(out["torch Timer"]) == [format_time(2.5e-6), "–"]
+    assert list(out["perfkit vs do_bench"]) == ["-16.7%", "-1.0%"]
+    cpu = gpu.assign(perfkit_graph_time_s=nan, triton_do_bench_s=nan, perfkit_vs_do_bench=nan)
+    out = pk.experiments.timers.timer_table(cpu)
+    assert list(out.columns) == ["case", "perfkit.bench", "torch Timer", "perfkit vs Timer"]
+    assert "perfkit.bench" in str(pk.table(out))
+

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 # Each module registers its experiments; the import order is the recorder's order: the ceilings,
 # timers and GEMMs the model and the other chapters rest on first, then the chapters in book order.
-from . import (background, ceilings, timers, gemm, fc, rnn, conv, conv_analysis, memory,  # noqa: F401,I001
-               fusion, convnet, advisor)
+from . import (background, ceilings, timers, gemm, fc, fc_analysis, rnn, rnn_analysis, conv,  # noqa: F401,I001
+               conv_analysis, memory, fusion, convnet, advisor)
 from .registry import NEEDS, REGISTRY, Experiment, get, missing_needs, register
 
 __all__ = ["NEEDS", "REGISTRY", "Experiment", "advisor", "background", "ceilings", "conv", "conv_analysis", "convnet", "fc",
-           "fusion", "gemm", "get", "memory", "missing_needs", "register", "rnn", "timers"]
+           "fc_analysis", "fusion", "gemm", "get", "memory", "missing_needs", "register", "rnn", "rnn_analysis",
+           "timers"]

@@ -18,7 +18,8 @@ from ..dtypes import canonical_dtype
 from .common import known_names, measured_spec, resolve_device, sweep
 from .registry import register
 
-__all__ = ["MODELS", "advisor_fixes", "advisor_layers", "model_inputs"]
+__all__ = ["MODELS", "advisor_fixes", "advisor_layers", "finding_savings", "largest_savings", "model_inputs",
+           "rule_summary"]
 
 #: Model name → (zoo builder name, GPU keyword arguments, CPU keyword arguments, input shape on a GPU,
 #: input shape on a CPU; integer inputs are token ids).
@@ -172,3 +173,51 @@ def advisor_fixes(*, models=None, dtype="bfloat16", device="auto", quick=False, 
         return points
 
     return _run(_models(models, quick, device), device, dtype, each, on_row, progress, "advisor fixes")
+
+
+# ------------------------------------------------------------------------------------------------
+# What the chapter shows: tables ready for :func:`perfkit.table`, and the CPU stand-in
+
+
+def rule_summary(advice: Any) -> pd.DataFrame | None:
+    """``advice.by_rule()`` as a table for a reader: one row per rule that fired, with its number of
+    findings, the summed predicted saving per step in seconds (``predicted_saving_s``, NaN where the
+    model prices none; show it with ``pk.table(..., seconds={"predicted_saving_s": "µs"})``), that
+    saving as a share of the step, and an example layer. Pure: None in → None out."""
+    if advice is None:
+        return None
+    t = advice.by_rule().reset_index()
+    return pd.DataFrame({"rule": t["rule"], "findings": t["findings"],
+                         "predicted_saving_s": t["predicted_saving_s"],
+                         "share of the step": t["share"],
+                         "example": t["example"].replace("", "(the model)")})
+
+
+def largest_savings(advices: Any) -> pd.DataFrame | None:
+    """For each named :class:`~perfkit.advisor.Advice` in ``advices`` (a mapping name → advice), the rule
+    with the largest predicted saving and that saving as a share of the step; a model whose rules
+    price no saving at all gets "none priced". Pure: None (or an empty mapping) in → None out."""
+    if not advices:
+        return None
+    rows = []
+    for name, advice in advices.items():
+        share = advice.by_rule()["share"].dropna()
+        top = share.idxmax() if len(share) and share.max() > 0 else "none priced"
+        rows.append({"model": name, "largest predicted saving from": top,
+                     "share of the step": share.max() if top != "none priced" else float("nan")})
+    return pd.DataFrame(rows)
+
+
+def finding_savings(advice: Any) -> pd.DataFrame | None:
+    """``advice.findings`` as a table: layer ("(the model)" for a finding about the whole model), rule,
+    predicted saving per step and, after ``measure=True``, the measured one (NaN where a fix could
+    not be timed), both in seconds (``predicted_saving_s``, ``measured_saving_s``: show them with
+    ``pk.table(..., seconds=...)``). Pure: None in → None out."""
+    if advice is None:
+        return None
+    f = advice.findings
+    out = pd.DataFrame({"layer": f["layer"].replace("", "(the model)"), "rule": f["rule"],
+                        "predicted_saving_s": f["predicted_saving_s"]})
+    if "measured_saving_s" in f:
+        out["measured_saving_s"] = f["measured_saving_s"]
+    return out.reset_index(drop=True)

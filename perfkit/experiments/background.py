@@ -11,6 +11,8 @@ from ..timing import bench
 from .common import resolve_device, sweep, timing_row
 from .registry import register
 
+__all__ = ["per_wave", "waves"]
+
 
 @register("waves", "Duration of a launch of B identical blocks (each spins for a fixed time) as B crosses "
           "multiples of the GPU's resident-block capacity: one step per wave (NVIDIA GPU background, Figure 3)",
@@ -45,3 +47,21 @@ def waves(*, max_waves: int = 4, spin_cycles: int = 100_000, device="auto", quic
                 **timing_row(m)}
 
     return sweep(blocks, measure, on_row=on_row, progress=progress, desc="waves")
+
+
+def per_wave(frame: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The ``waves`` sweep summarised per number of waves, ready for :func:`perfkit.table`.
+
+    One row per wave count: ``waves``, the median launch time over its launches in seconds
+    (``"median_time_s"``; show it with ``pk.table(..., seconds={"median_time_s": "µs"})``) and
+    the step up from the previous wave count in units of the one-wave time
+    (``"step (one-wave times)"``, NaN on the first row): about 1 when each wave costs one more
+    wave of time. Pure: None (or an empty frame) in → None out, so that
+    ``pk.table(per_wave(waves), source, instead=...)`` shows a note where nothing was measured.
+    """
+    if frame is None or not len(frame):
+        return None
+    median = frame.groupby("waves")["time_s"].median().sort_index()
+    return pd.DataFrame({"waves": median.index.astype(int),
+                         "median_time_s": median.to_numpy(),
+                         "step (one-wave times)": (median.diff() / median.iloc[0]).to_numpy()})

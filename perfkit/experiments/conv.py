@@ -26,15 +26,17 @@ from ..timing import bench
 from ..units import MiB
 from .common import ensure_fits, measured_spec, resolve_device, sweep, timing_row
 from .conv_analysis import (CHANNEL_COLUMNS, DB_COLUMNS, DB_MEANINGS, PHASES, PREDICTED, SHAPE_COLUMNS, TIME_COLUMNS,
-                            channel_effects, channel_points, conv_flops, conv_shape, db_shape, first_layer_effects,
-                            layout_effects, model_agreement, model_row, param_effects, param_points,
-                            predicted_channels, predicted_params, predicted_published, throughput_gain)
+                            channel_effects, channel_points, conv_flops, conv_shape, db_shape, deepbench_speedups,
+                            first_layer_effects, for_reader, layout_effects, layout_payback, model_agreement,
+                            model_row, param_effects, param_points, predicted_channels, predicted_params,
+                            predicted_published, throughput_gain)
 from .registry import register
 
 __all__ = ["DEEPBENCH_CONVS", "PHASES", "RESNET_LAYERS", "STEMS", "channel_effects", "channel_points",
            "conv_channels", "conv_deepbench", "conv_first_layer", "conv_layout", "conv_params", "conv_passes",
-           "first_layer_effects", "layout_effects", "model_agreement", "param_effects", "predicted_channels",
-           "predicted_params", "predicted_published", "throughput_gain"]
+           "deepbench_speedups", "first_layer_effects", "for_reader", "layout_effects", "layout_payback",
+           "model_agreement", "param_effects", "predicted_channels", "predicted_params", "predicted_published",
+           "throughput_gain"]
 
 #: ResNet-50 layers at batch 1 (C, H, W, K, R, S, stride, padding): a conv2_x bottleneck's 3×3 and 1×1s,
 #: conv3_x's strided 3×3 (ResNet v1.5) and a conv4_x 3×3.

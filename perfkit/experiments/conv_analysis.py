@@ -10,7 +10,7 @@ columns, published) and return effects: ratios where larger means the rule matte
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -21,12 +21,13 @@ from ..gemm_model import explain_gemm
 from ..quantization import alignment
 from ..shapes import conv_gemms, conv_output_size
 from .common import predicted_s
+from .reader import CONV_NAMES, readable
 
 __all__ = ["CHANNEL_COLUMNS", "DB_COLUMNS", "DB_MEANINGS", "PHASES", "PREDICTED", "SHAPE_COLUMNS", "TIME_COLUMNS",
            "channel_effects", "channel_points", "conv_flops", "conv_gemm", "conv_shape", "db_shape", "model_row",
            "param_points", "predicted_channels", "predicted_params",
-           "first_layer_effects", "layout_effects", "model_agreement", "param_effects", "predicted_published",
-           "throughput_gain"]
+           "deepbench_speedups", "first_layer_effects", "for_reader", "layout_effects", "layout_payback", "model_agreement",
+           "param_effects", "predicted_published", "throughput_gain"]
 
 #: DeepBench's shape columns (:data:`perfkit.then_now.CONV_SHAPE` without the dtype), and their meanings.
 DB_COLUMNS = ["W", "H", "C", "N", "K", "R", "S", "pad_h", "pad_w", "stride_h", "stride_w"]
@@ -251,3 +252,40 @@ def throughput_gain(frame: pd.DataFrame | None, small: int, large: int, *, colum
         return None
     gain = ((t[small] / small) / (t[large] / large)).dropna()
     return float(gain.median()) if len(gain) else None
+
+
+def deepbench_speedups(now: pd.DataFrame | None, then: pd.DataFrame | None) -> pd.DataFrame | None:
+    """:func:`perfkit.then_now.speedups` of two frames with DeepBench's columns, matched on
+    :data:`perfkit.then_now.CONV_SHAPE`: ``then_s``, ``now_s`` and ``speedup`` (then ÷ now) per shape in
+    both. Pure: None in (either frame), None out."""
+    if now is None or then is None:
+        return None
+    from ..then_now import CONV_SHAPE, speedups
+
+    return speedups(now, then, on=CONV_SHAPE)
+
+
+def layout_payback(frame: pd.DataFrame | None) -> pd.DataFrame | None:
+    """:func:`layout_effects` with ``repay_calls``: how many NHWC forward calls the time cudnn.benchmark
+    saves per call takes to repay its autotuning (``autotune_s`` ÷ the steady NHWC time with the flag
+    off − on; NaN on a CPU, where there is no flag to compare). Pure: None in, None out."""
+    effects = layout_effects(frame)
+    if effects is None:
+        return None
+    conv = frame[(frame["op"] == "forward") & (frame["layout"] == "NHWC")]
+    steady = conv.pivot_table(index="layer", columns="cudnn_benchmark", values="time_s", aggfunc="min")
+    if {False, True} <= set(steady.columns):
+        per_call = (steady[False] - steady[True]).clip(lower=1e-9)
+        effects["repay_calls"] = (effects["autotune_s"] / effects["layer"].map(per_call)).round()
+    else:
+        effects["repay_calls"] = np.nan
+    return effects
+
+
+
+def for_reader(frame: pd.DataFrame | None, columns: Sequence[str] | None = None, *,
+               seconds: str | Mapping[str, str] | None = None) -> pd.DataFrame | None:
+    """A convolution frame's ``columns`` named for the page (:data:`perfkit.experiments.reader.CONV_NAMES`),
+    columns of seconds in the unit ``seconds`` (e.g. ``"µs"``), for :func:`perfkit.table`. Pure: None
+    in, None out."""
+    return readable(frame, columns, names=CONV_NAMES, seconds=seconds)

@@ -317,10 +317,13 @@ def _total_and_share(seconds: pd.Series, memory: pd.Series) -> tuple[float, floa
     return total, seconds[memory].sum() / total
 
 
-def memory_share(frame: pd.DataFrame) -> pd.DataFrame:
+def memory_share(frame: pd.DataFrame | None) -> pd.DataFrame | None:
     """Per network: the fraction of the layers' time (each × count, both passes) in memory-bound
     layers, measured and predicted (NaN if any is missing), the sums (``layers_s``,
-    ``predicted_layers_s``) and the step measured whole (``network_s``). Seconds."""
+    ``predicted_layers_s``) and the step measured whole (``network_s``). Seconds.
+    Pure: None in, None out."""
+    if frame is None:
+        return None
     rows = []
     for net, group in frame.groupby("network", sort=False):
         layers = group[group["category"] != "network"]

@@ -5,6 +5,9 @@ guide; :func:`perfkit.shapes.linear_gemms`): forward (M, N, K) = (O, B, I), acti
 (I, B, O) and weight gradient (I, O, B). Every row has ``time_s`` (median seconds) and ``tflops``
 (useful FLOPs / time_s / 1e12); ``predicted_s`` is :func:`perfkit.gemm_model.predict_gemm_time`.
 On a CPU (or with ``quick``) the same code runs small sizes in float32, in seconds.
+
+Analyses of the frames, and the tables the chapter shows, are in
+:mod:`perfkit.experiments.fc_analysis` (its three frame analyses are re-exported here).
 """
 
 from __future__ import annotations
@@ -20,11 +23,12 @@ from ..roofline import arithmetic_intensity, gemm_bytes, gemm_flops
 from ..shapes import linear_gemms
 from ..timing import bench
 from .common import ensure_fits, gemm_row, matmul_fn, measured_spec, resolve_device, sweep, timing_row
+from .fc_analysis import feature_effects, pass_overhead, vocab_savings  # noqa: F401  (re-exported)
 from .registry import register
 
-__all__ = ["FC_DTYPES", "PASS_LAYOUTS", "fc_batch", "fc_features", "fc_passes",
-           "feature_effects", "feature_points", "pass_overhead", "predicted_features", "predicted_vocab",
-           "vocab_padding", "vocab_savings"]
+__all__ = ["FC_DTYPES", "PASS_LAYOUTS", "fc_batch", "fc_features", "fc_passes", "feature_effects",
+           "feature_points", "pass_overhead", "predicted_features", "predicted_vocab", "vocab_padding",
+           "vocab_savings"]
 
 #: Storage dtypes the FC experiments accept (a CPU always runs float32).
 FC_DTYPES = ("float16", "bfloat16", "float32")
@@ -331,35 +335,3 @@ def predicted_vocab(spec, *, vocab: int = 50257, in_features: int = 768, tokens:
     d = canonical_dtype(dtype)
     rows = [_vocab_row(*p, V, I, T, d, spec) for p in _vocab_points(_ints("multiples", multiples))]
     return pd.DataFrame(rows, columns=list(_VOCAB_COLUMNS))
-
-
-def pass_overhead(frame: pd.DataFrame) -> pd.DataFrame:
-    """``fc_passes`` per batch and phase: ``autograd_s``, ``gemm_s`` (seconds) and ``ratio`` = autograd ÷ gemm."""
-    t = frame.pivot_table(index=["batch", "phase"], columns="impl", values="time_s", sort=False)
-    out = pd.DataFrame({"autograd_s": t["autograd"], "gemm_s": t["gemm"]})
-    out["ratio"] = out["autograd_s"] / out["gemm_s"]
-    return out
-
-
-def feature_effects(frame: pd.DataFrame) -> pd.DataFrame:
-    """``fc_features`` per sweep: median TFLOP/s of sizes divisible by 256, by 64 (not 256), by 8 (not
-    64), and not by 8; ``align_gain`` = (÷8) ÷ (not ÷8) and ``tile_gain`` = (÷64) ÷ (÷8 only)."""
-    rows = []
-    for s, g in frame.groupby("sweep", sort=False):
-        d = g["divisible_by"]
-        med = {name: g.loc[sel, "tflops"].median() for name, sel in (
-            ("by_256", d >= 256), ("by_64", (d >= 64) & (d < 256)), ("by_8", (d >= 8) & (d < 64)),
-            ("unaligned", d < 8))}
-        rows.append({"sweep": s, **med, "align_gain": g.loc[d >= 8, "tflops"].median() / med["unaligned"],
-                     "tile_gain": g.loc[d >= 64, "tflops"].median() / med["by_8"]})
-    return pd.DataFrame(rows)
-
-
-def vocab_savings(frame: pd.DataFrame) -> pd.DataFrame:
-    """``vocab_padding`` with ``saving`` = time of the unpadded nn.Linear in the same phase ÷ time_s (> 1:
-    faster), and ``predicted_saving``, the same ratio of the model's ``predicted_s``."""
-    base = frame[(frame["impl"] == "linear") & (frame["multiple"] == 1)].set_index("phase")
-    out = frame[["phase", "impl", "multiple", "out_features", "time_s", "predicted_s"]].copy()
-    out["saving"] = out["phase"].map(base["time_s"]) / out["time_s"]
-    out["predicted_saving"] = out["phase"].map(base["predicted_s"]) / out["predicted_s"]
-    return out.reset_index(drop=True)

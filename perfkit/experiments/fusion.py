@@ -315,10 +315,12 @@ def fusion_chains(*, chains=None, modes=MODES, dtype="float16", device="auto", q
             torch._dynamo.reset()
 
 
-def fusion_savings(frame: pd.DataFrame) -> pd.DataFrame:
+def fusion_savings(frame: pd.DataFrame | None) -> pd.DataFrame | None:
     """Per chain, size and phase: ``eager_s`` and ``compiled_s``, ``speedup`` (eager ÷ compiled),
     ``time_saved_s``, ``bytes_saved`` (byte model), the model's ``predicted_saved_s`` and
-    ``predicted_speedup``, and ``compile_s``. Seconds and bytes."""
+    ``predicted_speedup``, and ``compile_s``. Seconds and bytes. Pure: None in, None out."""
+    if frame is None:
+        return None
     keys = ["chain", "batch", "in_features", "out_features", "size", "phase"]
     eager = frame[frame["mode"] == "eager"].set_index(keys)
     compiled = frame[frame["mode"] == "compiled"].set_index(keys)

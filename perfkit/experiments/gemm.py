@@ -274,13 +274,50 @@ def measure_gemm(M: int, N: int, K: int, dtype: str, device: str = "auto") -> fl
     return bench(matmul_fn(M, N, K, dtype, device), device=device, label=f"gemm {M}×{N}×{K} {dtype}").median
 
 
-def alignment_penalty(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per dtype: median time of aligned and of unaligned K, and their ratio (``penalty`` > 1 = slower)."""
+def alignment_penalty(frame: pd.DataFrame | None) -> pd.DataFrame | None:
+    """Per dtype: median time of aligned and of unaligned K, and their ratio (``penalty`` > 1 = slower).
+
+    Pure: None in, None out (no recording to compare).
+    """
+    if frame is None:
+        return None
     g = frame.groupby(["dtype", "aligned"])["time_s"].median().unstack("aligned")
     out = pd.DataFrame({"aligned_s": g[True], "unaligned_s": g[False]})
     out["penalty"] = out["unaligned_s"] / out["aligned_s"]
     return out
 
 
-__all__ = ["alignment_penalty", "measure_gemm", "gemm_sizes", "gemm_alignment", "gemm_tile_quantization", "gemm_tile_sizes", "gemm_waves",
+def alignment_summary(frame: pd.DataFrame | None) -> pd.DataFrame | None:
+    """:func:`alignment_penalty` for a reader: one row per dtype, columns ``dtype``,
+    ``aligned_K_s``, ``unaligned_K_s`` (median durations in seconds; show them with
+    ``pk.table(..., seconds={"aligned_K_s": "µs", "unaligned_K_s": "µs"})``) and ``penalty (×)``.
+
+    Pure: None in, None out (a chapter passes it straight to :func:`perfkit.table`).
+    """
+    penalty = alignment_penalty(frame)
+    if penalty is None:
+        return None
+    return pd.DataFrame({"dtype": penalty.index, "aligned_K_s": penalty["aligned_s"].to_numpy(),
+                         "unaligned_K_s": penalty["unaligned_s"].to_numpy(),
+                         "penalty (×)": penalty["penalty"].to_numpy()})
+
+
+def size_throughput(frame: pd.DataFrame | None, sweep: str = "mn") -> pd.DataFrame | None:
+    """Per dtype of a ``gemm_sizes`` frame: the TFLOP/s of the smallest GEMM of ``sweep`` ("mn":
+    M = N swept at fixed K; "k": K swept) and the best TFLOP/s of that sweep.
+
+    Columns ``dtype``, ``smallest (TFLOP/s)``, ``best (TFLOP/s)``. Pure: None in, None out.
+    """
+    if sweep not in ("mn", "k"):
+        raise ValueError(f"sweep must be 'mn' or 'k', got {sweep!r}")
+    if frame is None:
+        return None
+    size = "M" if sweep == "mn" else "K"
+    rows = []
+    for dtype, g in frame[frame["sweep"] == sweep].groupby("dtype", sort=False):
+        rows.append((dtype, g.loc[g[size].idxmin(), "tflops"], g["tflops"].max()))
+    return pd.DataFrame(rows, columns=["dtype", "smallest (TFLOP/s)", "best (TFLOP/s)"])
+
+
+__all__ = ["alignment_penalty", "alignment_summary", "size_throughput", "measure_gemm", "gemm_sizes", "gemm_alignment", "gemm_tile_quantization", "gemm_tile_sizes", "gemm_waves",
            "gemm_transposes", "gemm_small_n", "GEMM_DTYPES"]

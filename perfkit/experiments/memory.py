@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -20,11 +20,12 @@ from ..dtypes import canonical_dtype, itemsize, torch_dtype
 from ..memory_model import PASSES as _PASSES, layer_bytes, memory_time, pool_output_shape, predict_layer_time
 from ..units import GIGA
 from .common import ensure_fits, lean_bench, measured_spec, resolve_device, sweep, timing_row
+from .reader import MEMORY_NAMES, readable
 from .registry import register
 
 __all__ = ["ACTIVATION_OPS", "LAYOUTS", "MEMORY_DTYPES", "POOL_INDEX_ITEMSIZE", "POOL_WINDOWS", "activation_sizes",
-           "bandwidth_fit", "batchnorm_bytes", "batchnorm_sizes", "byte_table", "layout_speedup", "pool_sizes",
-           "predicted_activations"]
+           "bandwidth_fit", "batchnorm_bytes", "batchnorm_sizes", "byte_table", "for_reader", "layout_speedup",
+           "pool_sizes", "predicted_activations"]
 
 #: The activations timed, by their :data:`perfkit.memory_model.ACTIVATIONS` names.
 ACTIVATION_OPS: tuple[str, ...] = ("relu", "gelu", "sigmoid", "tanh")
@@ -284,8 +285,8 @@ def pool_sizes(*, shapes=None, kinds=("max", "avg"), windows=tuple(POOL_WINDOWS)
     return sweep(points, measure, on_row=on_row, progress=progress, desc="pooling")
 
 
-def bandwidth_fit(frame: pd.DataFrame, by: Sequence[str] = (), *, bytes_column: str = "bytes",
-                  ceiling: float | None = None, proportional_at: float = 3.0) -> pd.DataFrame:
+def bandwidth_fit(frame: pd.DataFrame | None, by: Sequence[str] = (), *, bytes_column: str = "bytes",
+                  ceiling: float | None = None, proportional_at: float = 3.0) -> pd.DataFrame | None:
     """Per group of ``by``: time_s = floor_s + bytes / bandwidth, fitted where time grows with bytes.
 
     ``floor_s`` is the group's fastest time: the flat part (launch and fixed costs, seconds), and
@@ -294,8 +295,10 @@ def bandwidth_fit(frame: pd.DataFrame, by: Sequence[str] = (), *, bytes_column: 
     (1 / slope, bytes/s; ``gbps`` in 1e9 bytes/s) and ``r2`` (weighted R² of the line there).
     ``knee_bytes`` = floor_s × bandwidth: where moving the bytes takes as long as the fixed cost
     (flat below, proportional above). ``fraction`` = bandwidth / ``ceiling`` (bytes/s, e.g. the measured copy
-    ceiling), NaN without one. Fewer than two proportional sizes: NaN.
+    ceiling), NaN without one. Fewer than two proportional sizes: NaN. Pure: None in, None out.
     """
+    if frame is None:
+        return None
     if not isinstance(frame, pd.DataFrame):
         raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
     by = [by] if isinstance(by, str) else list(by)
@@ -326,7 +329,7 @@ def bandwidth_fit(frame: pd.DataFrame, by: Sequence[str] = (), *, bytes_column: 
     return pd.DataFrame(rows)
 
 
-def batchnorm_bytes(frame: pd.DataFrame, bandwidth: float) -> pd.DataFrame:
+def batchnorm_bytes(frame: pd.DataFrame | None, bandwidth: float | None) -> pd.DataFrame | None:
     """``batchnorm_sizes`` at its largest size, per layout and pass: the bytes its time implies at
     ``bandwidth`` (bytes/s, e.g. the copy ceiling) beside the persistent and two-pass models.
 
@@ -334,7 +337,10 @@ def batchnorm_bytes(frame: pd.DataFrame, bandwidth: float) -> pd.DataFrame:
     faster than ``bandwidth``; ``position``: 0 at the persistent model, 1 at the two-pass one;
     ``closer_to`` names the nearer; ``two_pass_ratio`` = bytes_two_pass / implied_bytes: above 1,
     the kernel moved fewer bytes than any two-pass kernel could have at that bandwidth.
+    Pure: None in (no frame, or no bandwidth to compare with), None out.
     """
+    if frame is None or bandwidth is None:
+        return None
     bandwidth = positive_number("bandwidth", bandwidth)
     big = frame[frame["elements"] == frame["elements"].max()]
     out = big[["layout", "pass", "impl", "elements", "time_s", "bytes_persistent", "bytes_two_pass"]].copy()
@@ -345,9 +351,12 @@ def batchnorm_bytes(frame: pd.DataFrame, bandwidth: float) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def layout_speedup(frame: pd.DataFrame) -> pd.DataFrame:
+def layout_speedup(frame: pd.DataFrame | None, *, largest: bool = False) -> pd.DataFrame | None:
     """``batchnorm_sizes`` per size and pass (and 'forward+backward'): ``nchw_s``, ``nhwc_s`` (seconds)
-    and ``speedup`` = NCHW time ÷ NHWC time (above 1: channels_last is faster)."""
+    and ``speedup`` = NCHW time ÷ NHWC time (above 1: channels_last is faster). ``largest``: the
+    largest size's rows only. Pure: None in, None out."""
+    if frame is None:
+        return None
     t = frame.pivot_table(index=["elements", "pass"], columns="layout", values="time_s", sort=False)
     if not {"NCHW", "NHWC"} <= set(t.columns):
         raise ValueError("layout_speedup needs both layouts, NCHW and NHWC, in the frame")
@@ -355,7 +364,8 @@ def layout_speedup(frame: pd.DataFrame) -> pd.DataFrame:
     t = pd.concat([t, both]).sort_index(level="elements", sort_remaining=False)
     out = pd.DataFrame({"nchw_s": t["NCHW"], "nhwc_s": t["NHWC"]})
     out["speedup"] = out["nchw_s"] / out["nhwc_s"]
-    return out.reset_index()
+    out = out.reset_index()
+    return out[out["elements"] == out["elements"].max()].reset_index(drop=True) if largest else out
 
 
 _TABLE = (("ReLU", "relu", {}), ("GELU", "gelu", {}), ("bias add", "bias", {}), ("residual add", "add", {}),
@@ -380,3 +390,10 @@ def byte_table(shape: Sequence[int], dtype: str = "float16", specs: Iterable[Dev
                      "forward_per_element": b["forward"] / E, "backward_per_element": b["backward"] / E}
                     | {f"{s.name} {p}_s": memory_time(b[p], s) for s in specs for p in _PASSES})
     return pd.DataFrame(rows)
+
+
+
+def for_reader(frame: pd.DataFrame | None, columns: Sequence[str] | None = None, *,
+               seconds: str | Mapping[str, str] | None = None) -> pd.DataFrame | None:
+    """This chapter's frames for :func:`perfkit.table` (:func:`perfkit.experiments.reader.readable`)."""
+    return readable(frame, columns, names=MEMORY_NAMES, seconds=seconds)

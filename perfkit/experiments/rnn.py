@@ -7,6 +7,9 @@ T time steps, and the recurrent GEMM ``(g·H, batch, H)``, repeated T times in s
 ``time_s`` (median seconds from :func:`perfkit.timing.bench`), ``iqr_s``, ``tflops`` (1e12 FLOP/s)
 and, where the GEMM model applies, ``predicted_s`` (:func:`perfkit.gemm_model.predict_gemm_time`).
 On a CPU (or with ``quick``) the same code runs tiny sizes (hidden ≤ 256, T ≤ 16) in seconds.
+
+Analyses of the frames, and the tables the chapter shows, are in
+:mod:`perfkit.experiments.rnn_analysis` (the three the tests and verdicts use are re-exported here).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from ..units import format_time
 from .common import (ensure_fits, gemm_row, matmul_fn, matmul_operands, predicted_s, require_gpu, resolve_device,
                      sweep, timing_row)
 from .registry import register
+from .rnn_analysis import combine_speedup, deepbench_comparable, throughput_ratio  # noqa: F401  (re-exported)
 
 __all__ = ["CELLS", "DEEPBENCH_LAYERS", "PERSISTENT_ATOL", "combine_speedup", "deepbench_comparable", "gemm_loop",
            "rnn_batch", "rnn_combine_time", "rnn_cudnn", "rnn_hidden", "rnn_persistent", "throughput_ratio"]
@@ -267,21 +271,6 @@ def rnn_cudnn(*, layers=None, dtype="float16", device="auto", quick=False, progr
                  desc="RNN layers")
 
 
-def deepbench_comparable(frame: pd.DataFrame | None) -> pd.DataFrame | None:
-    """The library rows of an ``rnn_cudnn`` frame timed as DeepBench did: ``time_s`` minus ``input_gemm_s``.
-
-    DeepBench ran cuDNN with ``CUDNN_SKIP_INPUT`` (no input GEMM); ours includes it, so its separately
-    measured time is subtracted. Columns: the shape, impl, time_s, input_gemm_s; keeps the metadata.
-    """
-    if frame is None:
-        return None
-    keep = ["cell", "hidden", "batch", "timesteps", "dtype", "impl", "time_s", "input_gemm_s"]
-    rows = frame.loc[frame["impl"].isin(["cudnn", "torch cpu"]), keep].reset_index(drop=True)
-    rows["time_s"] = rows["time_s"] - rows["input_gemm_s"]
-    rows.attrs = dict(frame.attrs)
-    return rows
-
-
 # --- Persistent RNN (E12)
 
 #: Largest |persistent − reference| accepted before a shape is timed (fp16 outputs in [-1, 1]).
@@ -348,38 +337,3 @@ def rnn_persistent(*, hidden=None, batch=None, timesteps=None, device="auto", qu
 
     points = [(h, b, i) for h in hs for b in bs for i in ("persistent", "cudnn", "gemm loop")]
     return sweep(points, measure, on_row=on_row, progress=progress, desc="persistent RNN")
-
-
-def combine_speedup(frame: pd.DataFrame | None) -> pd.DataFrame | None:
-    """Per shape of an ``rnn_combine_time`` frame: per_step_s, combined_s (seconds), ``speedup`` =
-    per_step_s / combined_s, ``columns`` = batch·T, and the combined GEMM's ``tflops``."""
-    if frame is None:
-        return None
-    keys = ["cell", "hidden", "batch", "timesteps", "dtype"]
-    t = frame.pivot_table(index=keys, columns="method", values="time_s")
-    f = frame[frame["method"] == "combined"].set_index(keys)["tflops"]
-    out = pd.DataFrame({"per_step_s": t["per step"], "combined_s": t["combined"], "tflops": f}).reset_index()
-    out["columns"] = out["batch"] * out["timesteps"]
-    out["speedup"] = out["per_step_s"] / out["combined_s"]
-    return out
-
-
-def throughput_ratio(frame: pd.DataFrame | None, column: str, good: Any, bad: Any, *, on: list[str] | None = None,
-                     **where: Any) -> float | None:
-    """Median, over the shapes that have both, of throughput at ``column == good`` ÷ at ``column == bad``.
-
-    Throughput is ``tflops``; in a frame without it (published RNN layers) ``batch / time_s`` when
-    ``column`` is the batch, else ``1 / time_s`` (the same work). ``where`` selects rows (``cell="rnn"``,
-    …); ``on`` (default: the RNN shape columns the frame has) pairs them. None if no shape has both.
-    """
-    if frame is None or column not in frame:
-        return None
-    rows = frame[(frame[list(where)] == pd.Series(where)).all(axis=1)] if where else frame
-    speed = rows["tflops"] if "tflops" in rows else (rows[column] if column == "batch" else 1) / rows["time_s"]
-    keys = on or [k for k in ("cell", "hidden", "batch", "timesteps", "dtype", "layout", "method", "impl")
-                  if k in rows and k != column and k not in where] or ["_all"]
-    table = rows.assign(_all=0, _speed=speed).pivot_table(index=keys, columns=column, values="_speed", aggfunc="median")
-    if good not in table or bad not in table:
-        return None
-    ratio = (table[good] / table[bad]).dropna()
-    return float(ratio.median()) if len(ratio) else None

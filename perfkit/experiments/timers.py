@@ -86,3 +86,31 @@ def timer_validation(*, device="auto", quick=False, progress=True, on_row=None) 
                 "perfkit_vs_torch_timer": pk.median / tt - 1}
 
     return sweep(list(cases), measure, on_row=on_row, progress=progress, desc="timer validation")
+
+
+#: The timers a reader compares, as ``timer_validation`` columns → table headers.
+TIMER_COLUMNS = {"perfkit_time_s": "perfkit.bench", "perfkit_graph_time_s": "perfkit, CUDA graph",
+                 "triton_do_bench_s": "do_bench", "torch_timer_s": "torch Timer"}
+
+
+def timer_table(frame: pd.DataFrame | None) -> pd.DataFrame | None:
+    """A ``timer_validation`` frame for a reader: one row per case, each timer's median time per
+    call written with its unit (:func:`perfkit.units.format_time`; "–" where it did not run), and
+    perfkit's difference from do_bench and from torch's Timer as percentages ("–" where missing).
+
+    Timers that ran on no case (do_bench and CUDA graphs on a CPU) are left out. Pure: None in,
+    None out (no recording yet), so a chapter passes it straight to :func:`perfkit.table`.
+    """
+    if frame is None:
+        return None
+    from ..units import format_time
+
+    out = pd.DataFrame({"case": frame["case"].to_numpy()})
+    for column, name in TIMER_COLUMNS.items():
+        if column in frame and frame[column].notna().any():
+            out[name] = [format_time(v) if pd.notna(v) else "–" for v in frame[column]]
+    for column, name in (("perfkit_vs_do_bench", "perfkit vs do_bench"),
+                         ("perfkit_vs_torch_timer", "perfkit vs Timer")):
+        if column in frame and frame[column].notna().any():
+            out[name] = [f"{v:+.1%}" if pd.notna(v) else "–" for v in frame[column]]
+    return out

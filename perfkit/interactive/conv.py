@@ -30,8 +30,8 @@ from ..provenance import modelled, published_counterparts, source_of
 from ..units import format_time
 from ._figure import InteractiveFigure, State, heading, rounded, with_menu, with_slider
 
-__all__ = ["FIGURES", "RESNET_3X3", "channel_states", "channels_figure", "deepbench_figure", "deepbench_layers",
-           "pass_predictions"]
+__all__ = ["FIGURES", "MENU_ENTRY_PX", "RESNET_3X3", "channel_states", "channels_figure", "deepbench_figure",
+           "deepbench_layers", "menu_height", "pass_predictions"]
 
 #: The layer of the chapter's §2 (and of ``conv_channels`` on a GPU): a 3×3, stride-1 convolution with
 #: padding 1 on 56×56 images at batch 32 (ResNet-50's conv2_x); C = K is what the slider moves.
@@ -268,6 +268,18 @@ def _db_times(frame: pd.DataFrame | None, dtype: str) -> dict[tuple, dict[str, f
     return {tuple(int(v) for v in k): r.to_dict() for k, r in best.iterrows()}
 
 
+#: Pixels a Plotly drop-down entry takes when its menu is open (30 px at least, a gap and a border). The
+#: menu's header sits just above the plot area, so the open list starts about where the plot does.
+MENU_ENTRY_PX = 35
+
+
+def menu_height(top: int, entries: int, *, least: int = 540) -> int:
+    """The height (pixels) of a figure whose drop-down menu (with ``entries`` entries) opens just above
+    the plot area, ``top`` pixels below the figure's top: tall enough that the open list ends inside the
+    figure, so every entry can be picked; at least ``least``."""
+    return max(least, top + MENU_ENTRY_PX * positive_int("entries", entries) + 20)
+
+
 def deepbench_figure(published: pd.DataFrame | None = None, ours: pd.DataFrame | None = None, *,
                      then_spec: Any = "V100-SXM2", now_spec: Any = None, dtype: str = "float16",
                      layers: Sequence[tuple[int, ...]] | None = None, active: int = 0) -> InteractiveFigure:
@@ -322,8 +334,9 @@ def deepbench_figure(published: pd.DataFrame | None = None, ours: pd.DataFrame |
     title = f"DeepBench's training convolutions against the GEMM model, per pass ({dtype})"
     if published is None and ours is None:
         title += " (model only)"
-    layout = {"title": _heading(title, sources), "barmode": "group", "height": 540,
-              "margin": {"t": 75 + 16 * len(sources)}, "yaxis": {"type": "log", "title": {"text": "time per pass"}},
+    top = 75 + 16 * len(sources)
+    layout = {"title": _heading(title, sources), "barmode": "group", "height": menu_height(top, len(states)),
+              "margin": {"t": top}, "yaxis": {"type": "log", "title": {"text": "time per pass"}},
               "xaxis": {"title": {"text": ""}}}
     fig = with_menu(traces, states, active=active, layout=layout)
     alt = ("Grouped bars, on a log time axis, of the forward, dgrad and wgrad passes of one DeepBench "

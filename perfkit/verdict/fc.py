@@ -13,7 +13,7 @@ from typing import Mapping
 import pandas as pd
 
 from ..devices import DeviceSpec, device_spec
-from ..experiments.fc import feature_effects, pass_overhead, vocab_savings
+from ..experiments.fc_analysis import feature_effects, pass_overhead, vocab_savings
 from ..provenance import published_counterparts
 from ..roofline import batch_crossover, math_bound_batch
 from ._core import Finding, finding
@@ -113,10 +113,10 @@ def findings(frames: Mapping[str, pd.DataFrame | None]) -> list[Finding]:
                 where="§2: best TFLOP/s ÷ TFLOP/s at batch 16"),
         finding("Features divisible by 8 (FP16)", "NVIDIA FC guide; Tips blog",
                 "aligned sizes are faster", now=align_gain, holds_at=1.1,
-                gone_below=1.03, where="§3: align_gain, worst dimension"),
+                gone_below=1.03, where="§3: align gain, worst dimension"),
         finding("Divisible by 64, ideally 256", "NVIDIA FC guide",
                 "better tiling for small dimensions", now=tile_gain, holds_at=1.1,
-                gone_below=1.03, where="§3: tile_gain, worst dimension"),
+                gone_below=1.03, where="§3: tile gain, worst dimension"),
         finding("Pad the vocabulary to ×8", "NVIDIA Tips blog (Tip 1)",
                 "50264 logits faster than 50257", now=saving8, holds_at=1.1,
                 gone_below=1.03, where="§4: forward+backward, nn.Linear"),

@@ -62,6 +62,29 @@ def copy_ceiling(copy: pd.DataFrame | None, *measured: pd.DataFrame | None) -> t
     return None, None
 
 
+def copy_frame(spec: Any, *measured: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The ``ceiling_copy`` frame of the GPU the chapter's numbers come from: measured live when
+    ``spec`` (the device in use) is a GPU, else recorded for the GPU that measured the first of
+    ``measured`` with one; None without a GPU or a recording (a CPU's copy is never a GPU's ceiling)."""
+    from ..provenance import run_or_load
+
+    gpu = spec if getattr(spec, "kind", None) == "gpu" else next(
+        (gpu_of(f) for f in measured if gpu_of(f) is not None), None)
+    return None if gpu is None else run_or_load("ceiling_copy", device=gpu)[0]
+
+
+def cpu_ceiling(spec: Any) -> tuple[float | None, str | None]:
+    """``(bandwidth, source)``: the copy bandwidth (bytes/s) perfkit measured for ``spec`` when it is
+    a CPU, the line a CPU run's figures draw; ``(None, None)`` for a GPU or a CPU without one."""
+    from ..devices import DeviceSpec
+
+    if not isinstance(spec, DeviceSpec):
+        raise TypeError(f"spec must be a DeviceSpec (pk.current_device()), got {spec!r}")
+    if spec.kind != "cpu" or not spec.mem_bandwidth:
+        return None, None
+    return spec.mem_bandwidth, spec.sources.get("mem_bandwidth")
+
+
 def _number(value: Any) -> float | None:
     value = float(value)
     return value if math.isfinite(value) else None

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from ..data import published
-from ..experiments.rnn import combine_speedup, deepbench_comparable, throughput_ratio
+from ..experiments.rnn_analysis import combine_speedup, deepbench_comparable, throughput_ratio
 from ..then_now import counterpart, layout_spread
 from ._core import Finding, finding
 from ._frames import gpu_rows, recorded

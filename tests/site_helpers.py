@@ -115,8 +115,9 @@ def build_book(timeout_s: float) -> BuildResult:
     out_dir = Path(tempfile.mkdtemp(prefix="perfkit-book-"))
     out_dir.chmod(0o755)
     env = dict(os.environ)
-    # Figures must be captured by the kernel as inline images, not drawn by Agg and dropped.
-    env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+    # As on a headless server or CI image: every figure must show whatever the backend (perfkit's
+    # figures show themselves as a cell's result), so the build uses the harshest one, Agg.
+    env["MPLBACKEND"] = "Agg"
     env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
     jb = shutil.which("jupyter-book", path=str(Path(sys.executable).parent)) or shutil.which("jupyter-book")
     cmd = [jb or "jupyter-book", "build", str(REPO), "--all", "-W", "-n", "--keep-going",

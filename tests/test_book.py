@@ -23,6 +23,7 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
+from output_checks import problems as figure_problems
 from site_helpers import (
     CHROMIUM, CHROMIUM_ARGS, IN_CI, REPO, NpmCdn, SiteServer, build_book, chapter_sources,
     content_type, ensure_widget_vendor, load_yaml, toc_chapters, toc_files,
@@ -191,6 +192,22 @@ def test_every_toc_page_was_built(site):
         assert (site / f"{entry}.html").is_file(), f"{entry}.html is missing from the built site"
 
 
+def test_every_figure_call_shows_an_image_or_a_note(built_book):
+    """Built with MPLBACKEND=Agg (as on a headless server): every figure call of every executed
+    page left an image, a styled note (one that names what is shown instead when a recording is
+    missing), an interactive figure or a widget; never nothing, never a printed "No figure"."""
+    if not built_book.ok:
+        pytest.skip("the book did not build; see test_book_builds")
+    executed = built_book.out_dir / "_build" / "jupyter_execute"
+    found = []
+    for md in NOTEBOOK_MDS:
+        entry = md[:-3]
+        nb = executed / f"{entry}.ipynb"
+        assert nb.is_file(), f"{entry}: no executed notebook in {executed.name}/ (was it executed?)"
+        found += figure_problems(nb)
+    assert not found, "figure calls that showed nothing:\n" + "\n".join(found)
+
+
 def test_links_offline(site):
     """Internal links, images and #anchors of the built site (external URLs are not fetched)."""
     exe = shutil.which("linkchecker", path=str(Path(sys.executable).parent)) or shutil.which("linkchecker")
@@ -323,10 +340,41 @@ def _move_controls(page) -> list[dict]:
     return results
 
 
+#: The widths a reader's window has (a laptop, a small laptop or a tablet in landscape).
+WIDTHS = (1280, 1024)
+OVERFLOW_JS = """() => {
+    const article = document.querySelector('article');
+    const right = article.getBoundingClientRect().right;
+    const sel = ['.cell_input pre', '.cell_output pre', '.cell_output .output', '.cell_output table',
+                 '.cell_output img', '.perfkit-interactive', '.perfkit-table-wrap', 'table']
+        .map(s => 'article ' + s).join(', ');
+    return Array.from(document.querySelectorAll(sel))
+        .filter(e => e.offsetParent !== null)
+        .filter(e => e.scrollWidth > e.clientWidth + 1 || e.getBoundingClientRect().right > right + 1)
+        .map(e => `${e.tagName.toLowerCase()}.${(e.className || '').toString().split(' ')[0]} ` +
+                  `(${e.scrollWidth} px in ${e.clientWidth}): ` + (e.innerText || e.getAttribute('src') || '')
+                  .trim().split('\\n')[0].slice(0, 70));
+}"""
+
+
+def _overflow(page) -> dict[int, list[str]]:
+    """Per window width, the code cells and outputs wider than their box or the text column."""
+    found = {}
+    for width in WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
+        # responsive Plotly figures follow the window after its (debounced) resize event
+        page.evaluate("() => window.dispatchEvent(new Event('resize'))")
+        page.wait_for_timeout(800)
+        found[width] = page.evaluate(OVERFLOW_JS)
+    page.set_viewport_size({"width": WIDTHS[0], "height": 900})
+    return found
+
+
 def _collect(lp: LoadedPage, entry: str) -> dict:
     """Everything the page tests check, read from one page load."""
     page = lp.page
     facts = {"entry": entry, "blocked": lp.blocked}
+    facts["overflow"] = _overflow(page)
     h1 = page.locator("article h1")
     facts["h1"] = h1.first.inner_text().strip() if h1.count() else ""
     facts.update(page.evaluate("""() => {
@@ -342,6 +390,11 @@ def _collect(lp: LoadedPage, entry: str) -> dict:
           dropdowns: Array.from(document.querySelectorAll('article details.sd-dropdown'))
               .map(d => [d.open, d.querySelector('summary').innerText.trim()]),
           interactive: document.querySelectorAll('.perfkit-interactive').length,
+          devices: Array.from(document.querySelectorAll('article .perfkit-device'))
+              .map(d => [d.querySelector('p').innerText, d.querySelector('details').open]),
+          notes: Array.from(document.querySelectorAll('article .cell_output .perfkit-note'))
+              .map(n => [getComputedStyle(n).borderLeftStyle !== 'none' || getComputedStyle(n).backgroundColor,
+                         n.innerText]),
           widget_views: document.querySelectorAll(
               'script[type="application/vnd.jupyter.widget-view+json"]').length,
         };
@@ -413,12 +466,41 @@ def test_no_machine_path_or_raw_warning(page_facts, entry):
                        f"say it in a caption or a note instead:\n{text[max(0, m.start() - 300):m.end() + 300]}")
 
 
+@pytest.mark.parametrize("entry", TOC_FILES)
+def test_nothing_overflows(page_facts, entry):
+    """At 1280 and 1024 px, no code cell or output needs sideways scrolling or leaves the column."""
+    for width, wide in page_facts(entry)["overflow"].items():
+        assert not wide, f"{entry} at {width} px: {len(wide)} code cells or outputs overflow:\n" + "\n".join(wide[:10])
+
+
+@pytest.mark.parametrize("entry", TOC_CHAPTERS)
+def test_one_short_device_line(page_facts, entry):
+    """A chapter says in one short line what it runs on; the full description is folded."""
+    devices = page_facts(entry)["devices"]
+    assert len(devices) == 1, f"{entry}: {len(devices)} device cards (pk.device_card) instead of one"
+    line, is_open = devices[0]
+    assert "\n" not in line.strip() and len(line) < 260 and not is_open, (entry, line, is_open)
+    assert "0.0 TFLOP/s" not in " ".join(page_facts(entry)["outputs"])
+
+
+@pytest.mark.parametrize("entry", TOC_FILES)
+def test_missing_data_is_a_styled_note(page_facts, entry):
+    """A figure without data is an admonition, not a printed line, and says what is shown instead."""
+    f = page_facts(entry)
+    printed = [t for t in f["outputs"] if "No figure" in t]
+    assert not printed, f"{entry}: printed 'No figure' lines: {printed[:2]}"
+    for styled, text in f["notes"]:
+        assert styled, f"{entry}: a perfkit note without the theme's admonition style: {text[:100]}"
+        if text.startswith("No recording yet"):
+            assert "Instead:" in text, f"{entry}: a missing-recording note does not say what is shown instead: {text}"
+
+
 @pytest.mark.parametrize("entry", TOC_CHAPTERS)
 def test_chapter_figures(page_facts, entry):
     f = page_facts(entry)
     srcs = [src for src, _ in f["figures"]]
     assert srcs, f"{entry}: no figure among the cell outputs (every chapter draws at least one)"
-    # A cell whose last line returns a Figure would otherwise show it twice (inline backend + repr).
+    # A figure shown both by a backend and as the cell's result would appear twice.
     twice = sorted({s for s in srcs if srcs.count(s) > 1})
     assert not twice, f"{entry}: the same figure appears more than once: {twice}"
     no_alt = [src[:60] for src, alt in f["figures"]
@@ -487,7 +569,8 @@ def test_landing_page_shows_the_point(page_facts, site):
     html = (site / "index.html").read_text(encoding="utf-8")
     if 'http-equiv="Refresh"' in html or "http-equiv=\"refresh\"" in html.lower():
         html = (site / f"{TOC_FILES[0]}.html").read_text(encoding="utf-8")
-    assert 'class="perfkit-verdicts"' in html, "the landing page has no book-wide verdict table"
+    assert re.search(r'<table class="[^"]*\bperfkit-verdicts\b', html), "the landing page has no book-wide verdict table"
+    assert "In short:" in html and "rules across 5 chapters" in html, "the landing page has no one-sentence summary"
     for chapter in ("02_gemm", "03_fully_connected", "04_recurrent", "05_convolutions", "06_memory_limited"):
         assert f'href="chapters/{chapter}.html#verdict"' in html, f"the verdict table does not link {chapter}"
 

@@ -42,6 +42,52 @@ def _code_lines(chapter: str):
 # Code that fits the page
 
 
+def _visible_cells(text: str):
+    """(first line number, source) of every code cell the page shows: not tagged remove-cell
+    or remove-input (the Colab cell, hidden checks)."""
+    for m in re.finditer(r"^```\{code-cell\}[^\n]*\n(.*?)^```", text, flags=re.S | re.M):
+        body = m.group(1)
+        header = re.match(r"(?:---\n.*?\n---\n|(?::[^\n]*\n)+)", body, flags=re.S)
+        tags = header.group(0) if header else ""
+        if "remove-cell" in tags or "remove-input" in tags:
+            continue
+        yield text[: m.start()].count("\n") + 2, body[len(tags):]
+
+
+READER_CELLS = ["intro", *CHAPTERS]
+
+
+def _page_source(name: str) -> str:
+    return (REPO / f"{name}.md").read_text(encoding="utf-8") if name == "intro" else _source(name)
+
+
+@pytest.mark.parametrize("chapter", READER_CELLS)
+def test_visible_cells_read_as_experiments(chapter):
+    """No asserts, no None plumbing, no printed DataFrames in the cells a reader sees: checks live
+    in hidden cells (remove-cell) or in tests, functions return what to show (a figure, a note, a
+    table)."""
+    bad = []
+    for line, body in _visible_cells(_page_source(chapter)):
+        code = "\n".join(re.sub(r"#.*$", "", ln) for ln in body.splitlines())
+        for pattern, why in ((r"^\s*assert\b", "an assert"), (r"\bis (not )?None\b", "None plumbing"),
+                             (r"\.to_string\(", "a DataFrame printed as text (use pk.table)")):
+            if re.search(pattern, code, flags=re.M):
+                bad.append((line, why))
+    assert not bad, f"{chapter}.md: visible cells (first line, problem): {bad}"
+
+
+@pytest.mark.parametrize("chapter", READER_CELLS)
+def test_figure_calls_are_the_cells_result(chapter):
+    """A figure shows only as a cell's result: never assigned, never silenced with ``;``."""
+    bad = []
+    for line, body in _visible_cells(_page_source(chapter)):
+        for k, ln in enumerate(body.splitlines()):
+            if re.search(r"\bpk\.(plots\.plot_\w+|plot_roofline)\(", ln) and (
+                    re.match(r"\s*\w+\s*=", ln) or ln.rstrip().endswith(";")):
+                bad.append(line + k)
+    assert not bad, f"{chapter}.md: figure calls assigned or ending in ';' (lines): {bad}"
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_code_lines_fit_the_page(chapter):
     long = [(n, len(line)) for n, line in _code_lines(chapter) if len(line) > MAX_CODE_LINE]
@@ -222,8 +268,11 @@ def test_rounded_keeps_the_page_small():
 
 def test_book_verdict_table():
     table = pk.verdict.book_table()
-    assert list(table.columns) == ["chapter", "title", "rule", "source", "claim", "then", "now", "verdict",
-                                   "where"]
+    assert list(table.columns) == ["chapter", "title", "rule", "source", "claim", "then", "now", "unit",
+                                   "verdict", "where"]
+    assert set(table["unit"]) <= {"×", "%", "MB"}  # one unit per row, named in its own column
+    numbers = table.loc[table["then"] != "—", "then"]
+    assert numbers.str.fullmatch(r"[\d.,]+").all(), f"then/now carry no unit of their own: {list(numbers)}"
     assert set(table["chapter"]) == {"02_gemm", "03_fully_connected", "04_recurrent", "05_convolutions",
                                      "06_memory_limited"}
     assert set(table["verdict"]) <= set(pk.verdict.STATUSES)
@@ -237,6 +286,20 @@ def test_book_verdict_table():
         pk.verdict.book_table_html(pd.DataFrame({"rule": ["x"]}))
 
 
+def test_book_summary_counts_by_evidence():
+    table = pk.verdict.book_table()
+    n, published = len(table), int((table["then"] != "—").sum())
+    text = pk.verdict.book_summary(table)
+    assert text.startswith(f"{n} rules across 5 chapters") and f"{published} of the {n} have a published" in text
+    recorded = table.assign(now=["1.50"] + ["—"] * (n - 1),
+                            verdict=["holds"] + ["no data yet"] * (n - 1))
+    text = pk.verdict.book_summary(recorded)
+    assert "1 judged from our own GPU recordings (1 holds, 0 weaker, 0 gone)" in text
+    assert f"{n - 1} await a recording" in text
+    with pytest.raises(ValueError, match="columns"):
+        pk.verdict.book_summary(pd.DataFrame({"rule": ["x"]}))
+
+
 # --------------------------------------------------------------------------------------------
 # No raw warnings in a chapter's output
 
@@ -247,12 +310,13 @@ def test_a_noisy_sweep_prints_a_note_not_a_warning(capsys, recwarn):
     from perfkit.experiments.common import sweep
     from perfkit.timing import NoiseWarning
 
-    def measure(i):
+    def measure(i):  # a point may time several things: it counts once
         warnings.warn("IQR 40 % of the median", NoiseWarning)
+        warnings.warn("only 3 samples", NoiseWarning)
         return {"i": i}
 
     frame = sweep(range(3), measure, progress=False, desc="demo")
     assert len(frame) == 3
     assert not [w for w in recwarn if issubclass(w.category, NoiseWarning)]
     out = capsys.readouterr().out
-    assert out.startswith("Note: 3 of 3 demo timings were noisy") and "/" not in out.split("(")[0]
+    assert out.startswith("Noisy timings: 3 of 3 demo points had noisy timings") and "/" not in out.split("(")[0]

@@ -25,8 +25,9 @@ requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 @quiet
 def test_sleep_of_known_duration_gives_that_median():
     m = bench(lambda: time.sleep(0.003), rep_s=0.06, warmup_s=0.0, device="cpu", label="sleep 3 ms")
-    # time.sleep never returns early; on a loaded machine it may return a little late.
-    assert 0.003 <= m.median < 0.008
+    # time.sleep never returns early; on a loaded machine it may return late, so the upper bound
+    # only catches a wrong count (a median off by a factor), not this machine's speed.
+    assert 0.003 <= m.median < 0.03
     assert m.device.startswith("CPU")
     assert m.calls_per_sample == 1 and not m.flush_l2 and not m.cuda_graph
     assert MIN_SAMPLES <= m.n <= MAX_SAMPLES and m.n == len(m.samples)
@@ -37,7 +38,7 @@ def test_sleep_of_known_duration_gives_that_median():
 def test_short_function_is_timed_in_blocks_of_calls():
     m = bench(lambda: None, rep_s=0.02, warmup_s=0.0, device="cpu")
     assert m.calls_per_sample > 1
-    assert 0 < m.median < 1e-5
+    assert 0 < m.median < 1e-4  # a no-op call: far below the 1 ms a sample takes, even on a busy machine
     assert "blocks of" in repr(m)
 
 
@@ -58,7 +59,7 @@ def test_median_resists_outliers():
         time.sleep(0.010 if next(calls) % 5 == 0 else 0.001)
 
     m = bench(sometimes_slow, rep_s=0.06, warmup_s=0.0, device="cpu")
-    assert m.median < 0.003 and m.mean > 1.5 * m.median
+    assert m.median < 0.005 and m.mean > 1.5 * m.median
 
 
 def test_noisy_function_warns():
@@ -89,11 +90,11 @@ def test_first_call_is_not_a_sample():
 
     def slow_first():
         state["n"] += 1
-        time.sleep(0.05 if state["n"] == 1 else 0.001)
+        time.sleep(0.25 if state["n"] == 1 else 0.001)
 
     m = bench(slow_first, rep_s=0.02, warmup_s=0.0, device="cpu")
-    assert m.samples.max() < 0.04
-    assert m.first_call_s >= 0.05
+    assert m.samples.max() < 0.2  # no sample holds the 0.25 s first call, however busy the machine
+    assert m.first_call_s >= 0.25
 
 
 # ------------------------------------------------------------------------------------ arguments

@@ -211,6 +211,19 @@ def match_driver_name(driver_name: str) -> str | None:
     return None
 
 
+def gpu_of_meta(meta: dict) -> "DeviceSpec | None":
+    """The GPU a frame's metadata (``frame.attrs["meta"]``) names: its recorded table name, else its
+    driver's name, else this GPU for a live frame; None when perfkit does not know the GPU."""
+    driver = str(meta.get("device_name") or "")
+    for name in (meta.get("device"), match_driver_name(driver), driver):
+        if isinstance(name, str) and name:
+            try:
+                return device_spec(name)
+            except LookupError:
+                continue
+    return current_device() if meta.get("live") else None
+
+
 def cuda_available() -> bool:
     """Whether torch is installed and sees a CUDA GPU (a broken driver counts as no GPU)."""
     try:

@@ -14,7 +14,7 @@ from typing import Mapping
 
 import pandas as pd
 
-from ..devices import DeviceSpec, current_device, device_spec, match_driver_name
+from ..devices import DeviceSpec, current_device, gpu_of_meta
 from ..roofline import batch_crossover, math_bound_batch
 from ..then_now import speedups
 
@@ -122,13 +122,7 @@ def frame_device(frame: pd.DataFrame) -> DeviceSpec | None:
     if meta.get("device_kind") == "cpu" or str(driver or meta.get("device") or "").upper().startswith("CPU"):
         here = current_device()
         return here if here.kind == "cpu" and meta.get("live") else None
-    for name in (meta.get("device"), match_driver_name(driver), driver):
-        if isinstance(name, str) and name:
-            try:
-                return device_spec(name)
-            except LookupError:
-                continue
-    return current_device() if meta.get("live") else None
+    return gpu_of_meta(meta)
 
 
 def crossovers(frames: Mapping[str, pd.DataFrame | None]) -> pd.DataFrame | None:

@@ -8,7 +8,7 @@ from typing import Iterable
 import pandas as pd
 
 from ..data import has_recording, load
-from ..devices import DeviceSpec, current_device, device_spec, match_driver_name
+from ..devices import DeviceSpec, gpu_of_meta
 
 
 def is_cpu(frame: pd.DataFrame) -> bool:
@@ -39,15 +39,7 @@ def spec_of(frame: pd.DataFrame | None) -> DeviceSpec | None:
     GPU for a live frame; None for no frame, a CPU run, or a GPU perfkit does not know."""
     if frame is None or is_cpu(frame):
         return None
-    meta = frame.attrs.get("meta") or {}
-    driver = str(meta.get("device_name") or "")
-    for name in (meta.get("device"), match_driver_name(driver), driver):
-        if isinstance(name, str) and name:
-            try:
-                return device_spec(name)
-            except LookupError:
-                continue
-    return current_device() if meta.get("live") else None
+    return gpu_of_meta(frame.attrs.get("meta") or {})
 
 
 __all__ = ["gpu_rows", "is_cpu", "recorded", "spec_of"]

@@ -21,6 +21,8 @@ from .units import GIGA, format_rate as _rate, time_column
 __all__ = ["Note", "Table", "device_card", "note", "show", "table"]
 
 _KINDS = ("note", "tip", "warning")
+#: A text column whose cells are all this short (characters) never wraps in a :class:`Table`.
+SHORT = 14
 
 
 def _inline(text: str) -> str:
@@ -145,12 +147,15 @@ class Table:
 
     def _repr_html_(self) -> str:
         columns = [str(c) for c in self.shown.columns]
+        rows = self.rows()
         numeric = [pd.api.types.is_numeric_dtype(self.shown[c]) or c in self.formats for c in self.shown.columns]
+        # short words (a verdict, a dtype, a unit) never wrap; longer text wraps to fit the column
+        short = [max((len(r[i]) for r in rows), default=0) <= SHORT for i in range(len(columns))]
+        kinds = ["num" if n else "text short" if sh else "text" for n, sh in zip(numeric, short)]
         head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
         body = "".join(
-            "<tr>" + "".join(f'<td class="{"num" if num else "text"}">{html.escape(cell)}</td>'
-                             for cell, num in zip(row, numeric)) + "</tr>"
-            for row in self.rows())
+            "<tr>" + "".join(f'<td class="{kind}">{html.escape(cell)}</td>' for cell, kind in zip(row, kinds))
+            + "</tr>" for row in rows)
         cap = f"<caption>{html.escape(self.caption)}</caption>" if self.caption else ""
         return (f'<div class="perfkit-table-wrap"><table class="perfkit-table">{cap}'
                 f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")

@@ -92,7 +92,9 @@ def test_table_has_no_index_and_formats_numbers():
     html = t._repr_html_()
     assert "<caption>Two layers</caption>" in html and "<th>time (µs)</th>" in html
     assert ">10<" not in html and ">11<" not in html  # no index
-    assert html.count('class="num"') == 6 and html.count('class="text"') == 2
+    assert html.count('class="num"') == 6 and html.count('class="text short"') == 2
+    long = pk.table(pd.DataFrame({"claim": ["a claim far longer than fourteen characters"]}))._repr_html_()
+    assert '<td class="text">' in long  # long text may wrap; short words never do
     assert str(t).splitlines()[0] == "Two layers" and "16,777,216" in str(t)
     assert pk.table(pd.DataFrame({"x": [float("nan")]})).rows() == [["–"]]
 

@@ -211,6 +211,12 @@ def match_driver_name(driver_name: str) -> str | None:
     return None
 
 
+def is_cpu_meta(meta: dict) -> bool:
+    """Whether a frame's metadata (``frame.attrs["meta"]``) says it was measured on a CPU."""
+    name = str(meta.get("device_name") or meta.get("device") or "")
+    return meta.get("device_kind") == "cpu" or name.upper().startswith("CPU")
+
+
 def gpu_of_meta(meta: dict) -> "DeviceSpec | None":
     """The GPU a frame's metadata (``frame.attrs["meta"]``) names: its recorded table name, else its
     driver's name, else this GPU for a live frame; None when perfkit does not know the GPU."""

@@ -84,6 +84,12 @@ def show(obj: Any) -> None:
         display(obj)
 
 
+def empty_note(reason: str, *, recording: bool = False, nothing: str = "Nothing to show") -> Note:
+    """The note shown in place of a figure or table without data: ``reason`` says why; its title is
+    "No recording yet" when ``recording`` is what is missing, else ``nothing``."""
+    return Note(reason[:1].upper() + reason[1:], title="No recording yet" if recording else nothing)
+
+
 def note(text: str, *, title: str = "Note", instead: str = "", kind: str = "note") -> Note:
     """A :class:`Note`: a styled admonition in a notebook, a wrapped paragraph in a terminal."""
     return Note(text, title, instead, kind)
@@ -184,11 +190,8 @@ def table(frame: pd.DataFrame | None, source: Any = None, *, instead: str = "",
     if frame is None or (isinstance(frame, pd.DataFrame) and not len(frame)):
         if not isinstance(instead, str):
             raise TypeError(f"instead must be a string, got {type(instead).__name__}")
-        recording = getattr(source, "kind", None) == "missing"
-        reason = str(getattr(source, "detail", "") or source or "") if recording else str(source or "")
-        reason = reason or ("no data (the frame is None)" if frame is None else "the frame has no rows")
-        return Note(reason[:1].upper() + reason[1:], "No recording yet" if recording else "Nothing to show",
-                    instead)
+        reason = str(source or "") or ("no data (the frame is None)" if frame is None else "the frame has no rows")
+        return empty_note(reason, recording=getattr(source, "kind", None) == "missing").with_instead(instead)
     return Table(frame, formats=formats, precision=precision, caption=caption, seconds=seconds)
 
 

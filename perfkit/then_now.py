@@ -132,15 +132,16 @@ def spread_summary(frames: Mapping[str, pd.DataFrame | None]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["name", "dtype", "shapes", "median_spread", "worst_spread", "worst_shape"])
 
 
-def speedups(now: pd.DataFrame, then: pd.DataFrame, on: list[str] | None = None, *,
-             column: str = "time_s") -> pd.DataFrame:
+def speedups(now: pd.DataFrame | None, then: pd.DataFrame | None, on: list[str] | None = None, *,
+             column: str = "time_s") -> pd.DataFrame | None:
     """The shapes both frames measured: the fastest time of each and ``speedup`` = then_s / now_s.
 
     ``on`` names the shape columns: :data:`SHAPE` (GEMMs, the default; the fastest layout counts),
     :data:`RNN_SHAPE` (recurrent layers) or :data:`CONV_SHAPE` (convolutions). ``column`` is the
     time compared (seconds; e.g. a convolution's ``"bwd_params_time_s"``); shapes without it on
     either side are left out. Columns: ``on``, then_s, now_s (seconds), speedup (> 1: ``now`` is
-    faster). Empty when the frames share no shape.
+    faster). Empty when the frames share no shape; None when either frame is None (no recording
+    yet), so a chapter passes it straight to :func:`perfkit.table`.
     """
     on = SHAPE if on is None else on
     if isinstance(on, str) or not isinstance(on, list) or not all(isinstance(c, str) for c in on):
@@ -148,6 +149,8 @@ def speedups(now: pd.DataFrame, then: pd.DataFrame, on: list[str] | None = None,
                         f"got {on!r}")
     if not isinstance(column, str):
         raise TypeError(f"column must be the name of a time column such as 'time_s', got {column!r}")
+    if now is None or then is None:
+        return None
     best = []
     for name, frame in (("now", now), ("then", then)):
         _check_columns(frame, on + [column], name)
@@ -163,12 +166,10 @@ def speedup_table(now: pd.DataFrame | None, then: pd.DataFrame | None, on: list[
     them with ``pk.table(..., seconds={"then_s": "µs", "now_s": "µs"})``) and ``speedup (×)``
     (> 1: ``now`` is faster).
 
-    Pure: None in, None out (either frame None, e.g. no recording yet), so a chapter passes it
-    straight to :func:`perfkit.table`.
+    None when either frame is None, as :func:`speedups`.
     """
-    if now is None or then is None:
-        return None
-    return speedups(now, then, on, column=column).rename(columns={"speedup": "speedup (×)"})
+    out = speedups(now, then, on, column=column)
+    return None if out is None else out.rename(columns={"speedup": "speedup (×)"})
 
 
 __all__ = ["CONV_SHAPE", "COUNTERPARTS", "KIND", "RNN_SHAPE", "SHAPE", "counterpart", "layout_spread", "speedups",

@@ -315,8 +315,9 @@ def test_analyses_are_none_in_none_out():
     for fn in (conv.for_reader, conv.layout_payback, conv.channel_effects, conv.first_layer_effects,
                conv.layout_effects, conv.param_effects):
         assert fn(None) is None, fn.__name__
-    assert conv.deepbench_speedups(None, _v100_published()) is None
-    assert conv.deepbench_speedups(_v100_published(), None) is None
+    on = pk.then_now.CONV_SHAPE
+    assert pk.then_now.speedups(None, _v100_published(), on=on) is None
+    assert pk.then_now.speedups(_v100_published(), None, on=on) is None
     assert isinstance(pk.table(conv.for_reader(None), "no recording"), pk.Note)
 
 
@@ -356,11 +357,11 @@ def test_layout_payback_counts_the_calls_that_repay_autotuning():
     assert np.isnan(pk.experiments.conv.layout_payback(cpu).loc[0, "repay_calls"])  # no flag to compare
 
 
-def test_deepbench_speedups_matches_then_now():
+def test_deepbench_speedups_per_conv_shape():
     published = _v100_published()
     ours = published.copy()
     ours["time_s"] /= 2
-    same = pk.experiments.conv.deepbench_speedups(ours, published)
+    same = pk.then_now.speedups(ours, published, on=pk.then_now.CONV_SHAPE)
     assert len(same) and np.allclose(same["speedup"], 2.0)
 
 

@@ -26,7 +26,7 @@ from ..timing import bench
 from ..units import MiB
 from .common import ensure_fits, measured_spec, resolve_device, sweep, timing_row
 from .conv_analysis import (CHANNEL_COLUMNS, DB_COLUMNS, DB_MEANINGS, PHASES, PREDICTED, SHAPE_COLUMNS, TIME_COLUMNS,
-                            channel_effects, channel_points, conv_flops, conv_shape, db_shape, deepbench_speedups,
+                            channel_effects, channel_points, conv_flops, conv_shape, db_shape,
                             first_layer_effects, for_reader, layout_effects, layout_payback, model_agreement,
                             model_row, param_effects, param_points, predicted_channels, predicted_params,
                             predicted_published, throughput_gain)
@@ -34,7 +34,7 @@ from .registry import register
 
 __all__ = ["DEEPBENCH_CONVS", "PHASES", "RESNET_LAYERS", "STEMS", "channel_effects", "channel_points",
            "conv_channels", "conv_deepbench", "conv_first_layer", "conv_layout", "conv_params", "conv_passes",
-           "deepbench_speedups", "first_layer_effects", "for_reader", "layout_effects", "layout_payback",
+           "first_layer_effects", "for_reader", "layout_effects", "layout_payback",
            "model_agreement", "param_effects", "predicted_channels", "predicted_params", "predicted_published",
            "throughput_gain"]
 

@@ -26,7 +26,7 @@ from .reader import CONV_NAMES, readable
 __all__ = ["CHANNEL_COLUMNS", "DB_COLUMNS", "DB_MEANINGS", "PHASES", "PREDICTED", "SHAPE_COLUMNS", "TIME_COLUMNS",
            "channel_effects", "channel_points", "conv_flops", "conv_gemm", "conv_shape", "db_shape", "model_row",
            "param_points", "predicted_channels", "predicted_params",
-           "deepbench_speedups", "first_layer_effects", "for_reader", "layout_effects", "layout_payback", "model_agreement",
+           "first_layer_effects", "for_reader", "layout_effects", "layout_payback", "model_agreement",
            "param_effects", "predicted_published", "throughput_gain"]
 
 #: DeepBench's shape columns (:data:`perfkit.then_now.CONV_SHAPE` without the dtype), and their meanings.
@@ -252,17 +252,6 @@ def throughput_gain(frame: pd.DataFrame | None, small: int, large: int, *, colum
         return None
     gain = ((t[small] / small) / (t[large] / large)).dropna()
     return float(gain.median()) if len(gain) else None
-
-
-def deepbench_speedups(now: pd.DataFrame | None, then: pd.DataFrame | None) -> pd.DataFrame | None:
-    """:func:`perfkit.then_now.speedups` of two frames with DeepBench's columns, matched on
-    :data:`perfkit.then_now.CONV_SHAPE`: ``then_s``, ``now_s`` and ``speedup`` (then ÷ now) per shape in
-    both. Pure: None in (either frame), None out."""
-    if now is None or then is None:
-        return None
-    from ..then_now import CONV_SHAPE, speedups
-
-    return speedups(now, then, on=CONV_SHAPE)
 
 
 def layout_payback(frame: pd.DataFrame | None) -> pd.DataFrame | None:

@@ -14,7 +14,7 @@ from typing import Mapping
 
 import pandas as pd
 
-from ..devices import DeviceSpec, current_device, gpu_of_meta
+from ..devices import DeviceSpec, current_device, gpu_of_meta, is_cpu_meta
 from ..roofline import batch_crossover, math_bound_batch
 from ..then_now import speedups
 
@@ -118,8 +118,7 @@ def frame_device(frame: pd.DataFrame) -> DeviceSpec | None:
     name, else its driver's name, else this GPU for a live frame), or this machine's CPU for a live
     CPU run made here; None when perfkit cannot tell (an unknown GPU, another machine's CPU)."""
     meta = frame.attrs.get("meta") or {}
-    driver = str(meta.get("device_name") or "")
-    if meta.get("device_kind") == "cpu" or str(driver or meta.get("device") or "").upper().startswith("CPU"):
+    if is_cpu_meta(meta):
         here = current_device()
         return here if here.kind == "cpu" and meta.get("live") else None
     return gpu_of_meta(meta)
@@ -152,8 +151,8 @@ def crossovers(frames: Mapping[str, pd.DataFrame | None]) -> pd.DataFrame | None
 def batch_speedups(now: pd.DataFrame | None, then: pd.DataFrame | None) -> pd.DataFrame | None:
     """The batches two batch sweeps of one layer share (:func:`perfkit.then_now.speedups`): batch,
     layer, ``then_s``, ``now_s`` (seconds) and "speedup (×)" = then ÷ now. Pure: None if either is None."""
-    if now is None or then is None:
-        return None
     s = speedups(now, then)
+    if s is None:
+        return None
     return pd.DataFrame({"batch": s["N"], "layer": s["K"].astype(str) + "→" + s["M"].astype(str),
                          "then_s": s["then_s"], "now_s": s["now_s"], "speedup (×)": s["speedup"]})

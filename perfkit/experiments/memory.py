@@ -392,7 +392,6 @@ def byte_table(shape: Sequence[int], dtype: str = "float16", specs: Iterable[Dev
     return pd.DataFrame(rows)
 
 
-
 def for_reader(frame: pd.DataFrame | None, columns: Sequence[str] | None = None, *,
                seconds: str | Mapping[str, str] | None = None) -> pd.DataFrame | None:
     """This chapter's frames for :func:`perfkit.table` (:func:`perfkit.experiments.reader.readable`)."""

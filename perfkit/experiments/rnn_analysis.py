@@ -135,8 +135,8 @@ def persistent_summary(frame: pd.DataFrame | None, batch: int = 4) -> pd.DataFra
 def layer_speedups(ours: pd.DataFrame | None, then: pd.DataFrame | None) -> pd.DataFrame | None:
     """The layer shapes both frames timed (:func:`perfkit.then_now.speedups` on the RNN shape): cell,
     H, batch, T, ``then_s``, ``now_s`` (seconds) and "speedup (×)". Pure: None if either is None."""
-    if ours is None or then is None:
-        return None
     s = speedups(ours, then, on=RNN_SHAPE)
+    if s is None:
+        return None
     return pd.DataFrame({"cell": s["cell"], "H": s["hidden"], "batch": s["batch"], "T": s["timesteps"],
                          "then_s": s["then_s"], "now_s": s["now_s"], "speedup (×)": s["speedup"]})

@@ -22,7 +22,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter, LogFormatterSciNotation
 
-from ..display import Note, show
+from ..display import Note, empty_note, show
 from ..provenance import Source, source_of
 
 #: Width of the book's text column, inches: every figure is legible at this width.
@@ -101,8 +101,7 @@ def no_data(frame: pd.DataFrame | None, why: Source | str | None = None) -> Note
 
 def nothing_drawn(reason: str, *, recording: bool = False) -> Note:
     """The note a figure function returns instead of a figure: ``reason`` says why."""
-    title = "No recording yet" if recording else "Nothing to draw"
-    return Note(reason[:1].upper() + reason[1:], title=title)
+    return empty_note(reason, recording=recording, nothing="Nothing to draw")
 
 
 def say(text: str, *, title: str, instead: str = "") -> None:

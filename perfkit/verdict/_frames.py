@@ -8,14 +8,12 @@ from typing import Iterable
 import pandas as pd
 
 from ..data import has_recording, load
-from ..devices import DeviceSpec, gpu_of_meta
+from ..devices import DeviceSpec, gpu_of_meta, is_cpu_meta
 
 
 def is_cpu(frame: pd.DataFrame) -> bool:
     """Whether ``frame``'s metadata says it was measured on a CPU (no metadata: not a CPU)."""
-    meta = frame.attrs.get("meta") or {}
-    name = str(meta.get("device_name") or meta.get("device") or "")
-    return meta.get("device_kind") == "cpu" or name.upper().startswith("CPU")
+    return is_cpu_meta(frame.attrs.get("meta") or {})
 
 
 def gpu_rows(frame: pd.DataFrame | None, param: str = "frame") -> pd.DataFrame | None:

@@ -18,8 +18,9 @@ The public API, by concept (one module each):
   persistent RNN), :func:`persistent_rnn_plan`, :func:`max_persistent_hidden`, :func:`rnn_reference`
 - experiments, data and provenance: :mod:`perfkit.experiments`, :mod:`perfkit.data`,
   :func:`run_or_load`, :func:`source_of`, :func:`caption`
-- published third-party measurements (Baidu DeepBench's V100/P100): :func:`published`,
-  :func:`published_all`, :func:`published_recordings`
+- published third-party measurements (DeepBench's V100/P100; XLA, Liger-Kernel, gpu-benches and
+  DeepGEMM on H100/H200/A100/H800), read from a folder outside the package: :func:`published`,
+  :func:`published_sources`, :mod:`perfkit.published_data`
 - then vs now (published beside ours): :func:`published_counterparts`, :mod:`perfkit.then_now`
 - verdicts computed from data (holds / weaker / gone / no data yet): :func:`finding`,
   :func:`verdict_table`, :func:`judge`
@@ -41,9 +42,9 @@ from __future__ import annotations
 import importlib as _importlib
 import warnings as _warnings
 
-from . import data, experiments, provenance, then_now, verdict
+from . import data, experiments, published_data, provenance, then_now, verdict
 from ._version import __version__
-from .data import published, published_all, published_recordings
+from .published_data import published, published_all, published_sources
 from .display import Note, Table, device_card, note, table
 from .devices import KNOWN_DEVICES, DeviceSpec, current_device, device_spec, match_driver_name
 from .dtypes import DTYPES, canonical_dtype, itemsize, torch_dtype

@@ -1,8 +1,11 @@
-"""Command line: ``python -m perfkit {info,list,validate,record,advise}`` (also installed as ``perfkit``).
+"""Command line: ``python -m perfkit {info,list,published,validate,record,advise}`` (also installed as ``perfkit``).
 
 - ``info``: this device's spec (every number and where it comes from) and the software versions;
-- ``list``: the registered experiments, the recordings found and the published measurements
-  (``data/published/``);
+- ``list``: the registered experiments, the recordings found and the published third-party tables
+  perfkit knows (whether each is in the published-data folder: ``$PERFKIT_PUBLISHED``, …);
+- ``published [list]``: those tables in full (source, GPUs, rows, commit, licence, timing method);
+  ``published fetch [NAME ...] [--into DIR] [--mirror URL=PATH ...] [--allow-mismatch]``: obtain each
+  from its public repository at the pinned commit and extract the same rows (checksummed);
 - ``record [EXPERIMENT ...] --out DIR [--quick] [--archive FILE.tar.gz] [--no-progress] [--no-resume]``:
   measure and write ``DIR/<device-slug>/<experiment>.csv`` + ``.json`` (see :mod:`perfkit.record`).
 - ``advise package.module:build_model --input 8x3x224x224 [--input 8x1024:int64] [--dtype bfloat16]
@@ -26,11 +29,14 @@ from pathlib import Path
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="perfkit", description="Measure and record deep-learning GPU performance.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{info,list,validate,record,advise}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{info,list,published,validate,record,advise}")
     sub.add_parser("info", help="this device's spec and the software versions")
     pl = sub.add_parser("list", help="registered experiments and recordings found")
     pl.add_argument("--data", metavar="DIR", default=None,
                     help="recordings folder (default: $PERFKIT_DATA, else the repository's data/)")
+    pp = sub.add_parser("published", help="published third-party tables: list them, or fetch them from their sources",
+                        add_help=False)
+    pp.add_argument("rest", nargs=argparse.REMAINDER, metavar="{list,fetch} ...")
     pv = sub.add_parser("validate", help="the GEMM model against every published and recorded GEMM in data/")
     pv.add_argument("--worst", type=int, default=0, metavar="N", help="also print the N worst predictions per source")
     pv.add_argument("--by", default=None, metavar="COLUMN", help="also split by this column, e.g. layout")
@@ -132,7 +138,8 @@ def _info() -> int:
 
 
 def _list(data: str | None) -> int:
-    from .data import PUBLISHED_DIR, data_root, published_recordings, recordings
+    from .data import data_root, recordings
+    from .published_data import published_sources
     from .experiments.registry import REGISTRY as registry
 
     print("experiments:")
@@ -145,9 +152,49 @@ def _list(data: str | None) -> int:
         print(f"  {name:<{w}}  needs: {needs:<18} {first}")
     _print_table(f"recordings in {data_root(data)}", recordings(data),
                  ["device_slug", "experiment", "recorded_at", "rows", "complete"])
-    _print_table(f"published recordings in {data_root(data) / PUBLISHED_DIR}", published_recordings(data),
-                 ["publisher", "gpu", "kind", "rows", "published_date"])
+    _print_published(published_sources(), full=False)
     return 0
+
+
+def _print_published(table, *, full: bool) -> None:
+    """The published tables perfkit knows, where it looks for them, and how to get the missing ones."""
+    from .published_data import HOW_TO_GET, PublishedDataMissing, published_root
+
+    try:
+        where = f"in {published_root()}"
+    except PublishedDataMissing:
+        where = "(no published-data folder here)"
+    table = table.assign(rows=table["rows"].map(lambda r: "-" if r is None or r != r else str(int(r))),
+                         here=table["available"].map({True: "yes", False: "no"}))
+    _print_table(f"published third-party tables {where}", table,
+                 ["source", "devices", "rows", "here", "date", "commit", "licence"])
+    if full:
+        for r in table.itertuples():
+            print(f"\n{r.source}: {r.title}\n  publisher: {r.publisher}; chapters: {r.chapters or '-'}"
+                  f"\n  timing: {r.timing}")
+    if not table["available"].all():
+        print(f"  missing tables: {HOW_TO_GET}")
+
+
+def _published(rest: list[str]) -> int:
+    from .published_data import published_sources
+
+    if not rest or rest[0] == "list":
+        if rest[1:]:
+            print(f"perfkit published list: takes no arguments, got {' '.join(rest[1:])}", file=sys.stderr)
+            return 2
+        _print_published(published_sources(), full=True)
+        return 0
+    if rest[0] == "fetch":
+        from .published_data.fetch import main as fetch_main
+
+        return fetch_main(rest[1:])
+    if rest[0] in ("-h", "--help"):
+        print("usage: perfkit published [list | fetch [NAME ...] [--into DIR] [--mirror URL=PATH ...] "
+              "[--allow-mismatch]]")
+        return 0
+    print(f"perfkit published: unknown action {rest[0]!r}; use list or fetch", file=sys.stderr)
+    return 2
 
 
 def _print_table(title: str, table, columns: list[str]) -> None:
@@ -240,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
         return _info()
     if args.command == "list":
         return _list(args.data)
+    if args.command == "published":
+        return _published(args.rest)
     if args.command == "validate":
         return _validate(args.worst, args.by)
     if args.command == "advise":

@@ -15,14 +15,8 @@ The data root is, in order: the ``root`` argument, the ``PERFKIT_DATA`` environm
 is refused: data without metadata is not trusted. A loaded frame carries its metadata in
 ``frame.attrs["meta"]``; :func:`perfkit.source_of` turns it into the figure label.
 
-Measurements published by a third party live apart, under :data:`PUBLISHED_DIR`::
-
-    data/published/<publisher>/<gpu>/<kind>.csv    e.g. data/published/deepbench/v100/gemm.csv
-    data/published/<publisher>/<gpu>/<kind>.json   metadata with ``published_by``, ``published_detail``,
-                                                   ``published_date`` and the source's provenance
-
-:func:`recordings` and :func:`load` never see them; :func:`published`, :func:`published_all` and
-:func:`published_recordings` read them (``scripts/import_deepbench.py`` writes DeepBench's).
+Measurements published by a third party are not here: perfkit reads them from a folder outside
+the repository (:mod:`perfkit.published_data`).
 """
 
 from __future__ import annotations
@@ -31,26 +25,17 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pandas as pd
 
 from ._validate import folder
 from .devices import KNOWN_DEVICES, match_driver_name
 
-#: The data root's sub-folder for third-party measurements: ``published/<publisher>/<gpu>/<kind>.csv``.
-PUBLISHED_DIR = "published"
-
 #: Columns of :func:`recordings`.
 RECORDING_COLUMNS: tuple[str, ...] = (
     "device_slug", "device_name", "device_kind", "experiment", "recorded_at", "rows", "complete", "path",
 )
-#: Columns of :func:`published_recordings`.
-PUBLISHED_COLUMNS: tuple[str, ...] = (
-    "publisher", "gpu", "kind", "device_name", "device", "published_date", "rows", "path",
-)
-
-
 def device_slug(name: str) -> str:
     """The folder name for a device: lower-case letters, digits and single dashes.
 
@@ -107,8 +92,6 @@ def recordings(root: str | os.PathLike | None = None) -> pd.DataFrame:
     if base.is_dir():
         for meta_path in sorted(base.glob("*/*.json")):
             if meta_path.name.startswith(".") or meta_path.parent.name.startswith("."):
-                continue
-            if meta_path.parent.name == PUBLISHED_DIR:  # third-party data: see published_recordings
                 continue
             csv_path = meta_path.with_suffix(".csv")
             if not csv_path.is_file():
@@ -220,105 +203,3 @@ def has_recording(experiment: str, device: Any = None, root: str | os.PathLike |
     except LookupError:
         return False
     return True
-
-
-def published_recordings(root: str | os.PathLike | None = None) -> pd.DataFrame:
-    """Every published measurement under ``<data root>/published``, sorted by publisher, gpu, kind.
-
-    Columns: ``publisher`` and ``gpu`` (the folder names), ``kind`` (``"gemm"``…), ``device_name``,
-    ``device`` (perfkit's table entry), ``published_date``, ``rows``, ``path`` (of the CSV). Only
-    CSV + JSON pairs whose JSON has ``published_by`` are listed; a missing folder gives an empty table.
-    """
-    base = data_root(root) / PUBLISHED_DIR
-    found = []
-    for meta_path in sorted(base.glob("*/*/*.json")) if base.is_dir() else []:
-        if any(part.startswith(".") for part in meta_path.relative_to(base).parts):
-            continue
-        try:
-            meta = read_meta(meta_path)
-        except (OSError, ValueError):
-            continue
-        if meta_path.with_suffix(".csv").is_file() and meta.get("published_by"):
-            found.append({"publisher": meta_path.parent.parent.name, "gpu": meta_path.parent.name,
-                          "kind": meta_path.stem, "device_name": meta.get("device_name"),
-                          "device": meta.get("device"), "published_date": meta.get("published_date"),
-                          "rows": meta.get("rows"), "path": str(meta_path.with_suffix(".csv"))})
-    return pd.DataFrame(found, columns=list(PUBLISHED_COLUMNS))
-
-
-def _check_names(kind: Any, by: Any) -> None:
-    for name, value, example in (("kind", kind, "'gemm'"), ("by", by, "'deepbench'")):
-        if not isinstance(value, str) or not value:
-            raise TypeError(f"{name} must be a non-empty string such as {example}, got {value!r}")
-        if not re.fullmatch(r"[A-Za-z0-9_-]+", value):
-            raise ValueError(f"{name} must be a plain name (letters, digits, '_', '-') such as {example}, "
-                             f"got {value!r}")
-
-
-def _read_published(csv_path: Path) -> pd.DataFrame:
-    """One published CSV with its JSON in ``attrs["meta"]``; refuses a missing or non-published JSON."""
-    meta_path = csv_path.with_suffix(".json")
-    if not meta_path.is_file():
-        raise FileNotFoundError(f"{csv_path} has no metadata file {meta_path.name} beside it; data without "
-                                "metadata is not trusted (regenerate it, e.g. `python scripts/import_deepbench.py`)")
-    meta = read_meta(meta_path)
-    if not meta.get("published_by"):
-        raise ValueError(f"{meta_path} has no 'published_by': it is not a published measurement")
-    df = pd.read_csv(csv_path)
-    df.attrs["meta"] = meta
-    return df
-
-
-def _published_gpu_matches(gpu: str, folder: str, meta: Mapping[str, Any]) -> bool:
-    """Does ``gpu`` (a folder name, a table name or a driver name) name this folder's device?"""
-    names = [folder] + [str(meta[k]) for k in ("device", "device_name") if meta.get(k)]
-    try:
-        if device_slug(gpu) in {device_slug(n) for n in names}:
-            return True
-    except ValueError:
-        return False
-    entry = match_driver_name(gpu)
-    return entry is not None and entry in {meta.get("device"), *(match_driver_name(n) for n in names)}
-
-
-def published(kind: str, gpu: Any, *, by: str = "deepbench", root: str | os.PathLike | None = None) -> pd.DataFrame:
-    """The rows of ``data/published/<by>/<gpu>/<kind>.csv``, with its JSON in ``df.attrs["meta"]``.
-
-    ``gpu``: the folder name (``"v100"``), a perfkit table name (``"V100-SXM2"``), a driver name
-    (``"Tesla V100-SXM2"``) or a :class:`~perfkit.devices.DeviceSpec`; for every GPU at once use
-    :func:`published_all`. Times are seconds, as in our recordings.
-
-    Raises ``TypeError`` for a non-string ``kind``/``by``/``gpu``, ``LookupError`` (listing what
-    exists) when nothing matches, ``FileNotFoundError`` for a CSV without its JSON, and
-    ``ValueError`` for a JSON without ``published_by``.
-    """
-    _check_names(kind, by)
-    if gpu is not None and not isinstance(gpu, str):
-        gpu = getattr(gpu, "driver_name", None) or getattr(gpu, "name", None)  # a DeviceSpec
-    if not isinstance(gpu, str) or not gpu:
-        raise TypeError(f"gpu must be a GPU name such as 'V100-SXM2' or a DeviceSpec (all GPUs: published_all), "
-                        f"got {gpu!r}")
-    folder = data_root(root) / PUBLISHED_DIR / by
-    for csv_path in sorted(folder.glob(f"*/{kind}.csv")):
-        meta_path = csv_path.with_suffix(".json")
-        meta = read_meta(meta_path) if meta_path.is_file() else {}
-        if not csv_path.parent.name.startswith(".") and _published_gpu_matches(gpu, csv_path.parent.name, meta):
-            return _read_published(csv_path)
-    raise LookupError(f"no published {kind!r} measurement by {by!r} on {gpu!r} under {folder}; "
-                      f"published there: {_have(root)}")
-
-
-def published_all(kind: str, *, by: str = "deepbench", root: str | os.PathLike | None = None) -> list[pd.DataFrame]:
-    """One frame per GPU (sorted by folder name) of :func:`published` ``(kind, gpu, by=by)``, each with its meta."""
-    _check_names(kind, by)
-    folder = data_root(root) / PUBLISHED_DIR / by
-    paths = [p for p in sorted(folder.glob(f"*/{kind}.csv")) if not p.parent.name.startswith(".")]
-    if not paths:
-        raise LookupError(f"no published {kind!r} measurement by {by!r} under {folder}; "
-                          f"published there: {_have(root)}")
-    return [_read_published(p) for p in paths]
-
-
-def _have(root) -> str:
-    table = published_recordings(root)
-    return "; ".join(f"{r.kind} on {r.gpu} by {r.publisher}" for r in table.itertuples()) or "none"

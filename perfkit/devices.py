@@ -131,6 +131,12 @@ KNOWN_DEVICES: dict[str, DeviceSpec] = {d.name: d for d in (
          {"float64": 51, "float32": 51, "tf32": 378, "float16": 756, "bfloat16": 756,
           "float8": 1513, "int8": 1513},
          "NVIDIA H100 datasheet (PCIe), dense"),
+    # H800 SXM5 (China export variant of the H100 SXM): the same GH100 SMs, clocks and HBM3, so the same
+    # Tensor-Core peaks and 3.35 TB/s; less NVLink (400 GB/s) and far less FP64 (DeepGEMM's README and
+    # NVIDIA's H800 product page [R]). perfkit reads DeepGEMM's published fp8 GEMMs against it.
+    _gpu("H800", 132, 3350, 50, 80,
+         {"float32": 66.9, "tf32": 494.7, "float16": 989.4, "bfloat16": 989.4, "float8": 1978.9, "int8": 1978.9},
+         "H100 SXM datasheet figures (H800 SXM5: same SMs and HBM3), dense"),
     # NVIDIA H200 datasheet: same GH100 compute as H100 SXM, 141 GB HBM3e at 4.8 TB/s.
     _gpu("H200", 132, 4800, 50, 141,
          {"float64": 67, "float32": 67, "tf32": 494.7, "float16": 989.4, "bfloat16": 989.4,
@@ -166,6 +172,7 @@ KNOWN_DEVICES: dict[str, DeviceSpec] = {d.name: d for d in (
 # Driver names (as torch.cuda.get_device_name reports them) → table entry. First match wins.
 _DRIVER_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"\bH200\b", "H200"),
+    (r"\bH800\b", "H800"),
     (r"\bH100\b.*\bPCIe\b", "H100-PCIe"),
     (r"\bH100\b.*(SXM|HBM3)", "H100-SXM"),
     (r"\bA100\b.*80\s*GB", "A100-SXM4-80GB"),

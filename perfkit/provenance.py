@@ -6,7 +6,7 @@ Every number the book draws is one of:
   ``"live (quick sweep) on …"`` for the small sweeps of ``quick=True``);
 - **recorded**: measured by ``perfkit record`` on a real GPU and kept in ``data/``
   (``"recorded on NVIDIA H100 80GB HBM3 on 2026-11-20"``, ``" (incomplete)"`` if interrupted);
-- **published**: measured by a third party and shipped in ``data/`` with its provenance
+- **published**: measured by a third party, read from the published-data folder with its provenance
   (``"published by Baidu DeepBench, measured on Tesla V100 (cuBLAS 10.1, 2019)"``);
 - **model**: computed from a device's spec, no measurement (``"model of H100-SXM: NVIDIA H100
   datasheet (SXM), dense"``);
@@ -27,9 +27,10 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from .data import load, published
+from .data import load
 from .devices import DeviceSpec, current_device
 from .experiments.registry import get, missing_needs
+from .published_data import has_published, published
 from .then_now import KIND, counterpart
 
 #: The kinds of :class:`Source`.
@@ -191,16 +192,19 @@ def published_counterparts(experiment: str, *, dtype: str = "float16", gpus: Ite
                            root: str | os.PathLike | None = None) -> dict[str, pd.DataFrame]:
     """The published measurements matching ``experiment`` ("then"): ``{"V100-SXM2, 2019": frame, ...}``.
 
-    GEMMs or RNN layers (:data:`perfkit.then_now.KIND`), loaded from ``data/published``
-    (:func:`perfkit.data.published`) and selected by :func:`perfkit.then_now.counterpart`; each
+    GEMMs or RNN layers (:data:`perfkit.then_now.KIND`), read by :func:`perfkit.published` from the
+    published-data folder (``root``; ``{}`` where there is none) and selected by :func:`perfkit.then_now.counterpart`; each
     frame keeps its publisher's metadata. The P100's ``"float16"`` rows ran with FP32 math
     (DeepBench's "pseudo FP16").
     """
     if isinstance(gpus, str) or not isinstance(gpus, Iterable):
         raise TypeError(f"gpus must be a list of GPU names such as {list(THEN_GPUS)}, got {gpus!r}")
-    out = {}
+    out: dict[str, pd.DataFrame] = {}
+    source = "deepbench_" + KIND.get(experiment, "gemm")
+    if not has_published(source, root):
+        return out  # no published-data folder here: figures draw the model instead (labelled)
     for gpu in gpus:
-        rows = counterpart(experiment, published(KIND.get(experiment, "gemm"), gpu, root=root), dtype)
+        rows = counterpart(experiment, published(source, gpu, root=root), dtype)
         meta = rows.attrs.get("meta", {})
         out[f"{meta.get('device', gpu)}, {meta.get('published_date', '?')}"] = rows
     return out

@@ -125,7 +125,7 @@ def test_public_api_keeps_working():
              "linear_gemms", "rnn_gemms", "Measurement", "NoiseWarning", "bench", "to_gbps", "to_tflops",
              "live_source", "plot_roofline", "roofline_explorer", "gemm_explorer", "data", "experiments",
              "plots", "widgets", "__version__", "source_of", "caption", "Source", "cdiv", "is_aligned", "TILE_SHAPE_FACTORS",
-             "published", "published_all", "published_recordings", "published_counterparts", "then_now",
+             "published", "published_all", "published_sources", "published_counterparts", "then_now",
              "math_bound_batch", "batch_crossover", "judge", "finding", "verdict_table", "Finding", "verdict",
              "padded_linear", "padded_conv2d", "layer_bytes", "chain_bytes", "memory_time", "predict_layer_time",
              "pool_output_shape", "advise", "advisor", "zoo",

@@ -82,6 +82,11 @@ def test_sdist_and_wheel_contents(dist):
                    *(f"perfkit/_data/{f}" for f in _data_files())]:
         assert needed in names, f"the wheel lacks {needed}"
     assert not [n for n in names if n.startswith(("tests/", "chapters/", "data/"))], "the wheel carries non-package files"
+    published = [n for n in names if "published" in n.lower() and not n.startswith("perfkit/published_data/")]
+    assert not published, f"the wheel ships published third-party data: {published}"
+    csvs = {Path(n).name for n in names if n.endswith(".csv")}
+    from perfkit.published_data import CATALOG
+    assert not csvs & {Path(e.file).name for e in CATALOG.values()}, "the wheel ships a published table"
 
 
 def test_wheel_installs_and_works_in_a_clean_venv(dist, tmp_path):
@@ -101,11 +106,19 @@ from pathlib import Path
 assert Path(pk.__file__).resolve().is_relative_to(Path({str(venv)!r}).resolve()), pk.__file__
 assert pk.__version__ == {perfkit.__version__!r}
 assert pk.data.repo_data_dir().name == "_data", pk.data.repo_data_dir()
-assert len(pk.published("gemm", "V100")) > 100
+sources = pk.published_sources()
+assert len(sources) == len(pk.published_data.CATALOG) and not sources["available"].any(), sources
+try:
+    pk.published("xla_h100_gemm")
+except pk.published_data.PublishedDataMissing as e:
+    assert "PERFKIT_PUBLISHED" in str(e) and "perfkit published fetch" in str(e), e
+else:
+    raise AssertionError("the wheel found published data")
 assert pk.exercises.check("gemm-1", pk.exercises.answer("gemm-1"))
 print("ok", pk.__version__, pk.__file__)
 """
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PERFKIT_DATA")}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PERFKIT_DATA", "PERFKIT_PUBLISHED")}
+    env["HOME"] = str(tmp_path)  # no ~/.cache/perfkit/published from an earlier fetch
     proc = subprocess.run([str(py), "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path,
                           env=env)
     assert proc.returncode == 0 and proc.stdout.startswith("ok"), proc.stdout + proc.stderr

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..data import published
+from ..published_data import published
 from ..devices import device_spec
 from ..gemm_model import explain_gemm
 from ..kernels.cupy_rnn import max_persistent_hidden
@@ -31,7 +31,7 @@ def _idle_sms(spec: str, gates: int = 1) -> int:
 
 def _gru_tflops(gates: int = 3, flops_per_fma: int = 2, input_gemm: bool = False) -> float:
     """Recurrent TFLOP/s of DeepBench's V100 GRU (H = 2816, batch 32, T = 1500, float16)."""
-    rnn = published("rnn", "V100-SXM2")
+    rnn = published("deepbench_rnn", "V100-SXM2")
     row = rnn[(rnn["cell"] == "gru") & (rnn["hidden"] == 2816) & (rnn["batch"] == 32)
               & (rnn["timesteps"] == 1500) & (rnn["dtype"] == "float16")].iloc[0]
     flops = gemm_flops(gates * 2816, 32, 2816) * row["timesteps"] * flops_per_fma / 2
@@ -81,7 +81,7 @@ EXERCISES: list[Exercise] = [
         "rnn-3", CHAPTER,
         "DeepBench's GRU with H = 2816, batch 32 and T = 1500 took about 0.18 s forward on a V100 "
         "(input GEMM skipped). What TFLOP/s did its recurrent GEMMs reach? Use pk.rnn_gemms and "
-        "pk.gemm_flops (the row is in pk.published('rnn', 'V100-SXM2')).",
+        "pk.gemm_flops (the row is in pk.published('deepbench_rnn', 'V100-SXM2')).",
         _gru_tflops, unit="TFLOP/s", rel_tol=0.02, close_tol=0.10, fmt="{:.3g}",
         hint="the recurrent GEMM is (3·H, batch, H), done T times; 2·M·N·K FLOPs each.",
         mistakes=((lambda: _gru_tflops(gates=1), "a GRU's U stacks three gates: M = 3·H."),

@@ -17,7 +17,8 @@ import plotly.graph_objects as go
 
 from .._validate import positive_int
 from ..data import has_recording, load
-from ..data import published as published_frame
+from ..published_data import has_published
+from ..published_data import published as published_frame
 from ..devices import DeviceSpec, device_spec
 from ..dtypes import canonical_dtype
 from ..gemm_model import explain_gemm
@@ -142,7 +143,7 @@ def batch_explorer(measured: Mapping[str, pd.DataFrame | None] | None = None, *,
     """A slider over the batch of a ``in_features → out_features`` layer: each GEMM's predicted
     TFLOP/s on each of ``models`` (default V100-SXM2 and H100-SXM) and their intensity against each
     ridge. ``measured`` (name → a live or recorded ``fc_batch``/``fc_passes`` frame) and
-    ``published`` (name → published GEMMs, e.g. ``{"V100": pk.published("gemm", "V100-SXM2")}``)
+    ``published`` (name → published GEMMs, e.g. ``{"V100": pk.published("deepbench_gemm", "V100-SXM2")}``)
     add the points that match the layer (:func:`layer_points`); without any, the heading says so.
     """
     I, O = positive_int("in_features", in_features), positive_int("out_features", out_features)
@@ -252,8 +253,10 @@ def _recorded() -> dict[str, pd.DataFrame | None]:
 
 
 def _deepbench() -> dict[str, pd.DataFrame]:
-    """DeepBench's V100 GEMMs (2019), where a layer's shapes may be found."""
-    return {"V100-SXM2, 2019": published_frame("gemm", "V100-SXM2")}
+    """DeepBench's V100 GEMMs (2019), where a layer's shapes may be found; ``{}`` without the published data."""
+    if not has_published("deepbench_gemm"):
+        return {}
+    return {"V100-SXM2, 2019": published_frame("deepbench_gemm", "V100-SXM2")}
 
 
 def square_layer() -> InteractiveFigure:

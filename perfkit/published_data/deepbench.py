@@ -1,30 +1,19 @@
-#!/usr/bin/env python
-"""Import Baidu DeepBench's published V100 and P100 training results as third-party recordings.
+"""Baidu DeepBench's V100/P100 tables in perfkit's columns: one frame per GPU, with its metadata.
 
-Reads the three row-by-row extracts of DeepBench's result workbooks (``deepbench_{gemm,conv,rnn}_v100_p100.csv``,
-see the README beside them) and writes ``<out>/<gpu>/<kind>.csv`` + ``<kind>.json`` for ``<gpu>`` in
-``v100, p100`` and ``<kind>`` in ``gemm, conv, rnn``, in the layout :func:`perfkit.data.published` reads
-(``data/published/deepbench/`` by default). Rows keep the workbooks' order (fp32 sheet, then fp16 sheet, by
-spreadsheet row); the output is the same bytes on every run. Times are seconds per call; ``tflops`` is
-recomputed from the dimensions the benchmark ran (``M_run`` …), not the sheet's printed ones.
-
-Usage::
-
-    python scripts/import_deepbench.py [--src DIR] [--out DIR]
+The published CSVs (``deepbench_{gemm,conv,rnn}_v100_p100.csv``) keep the workbooks' own columns.
+perfkit's chapters read GEMMs as ``M, N, K`` (the dimensions the benchmark *ran*), ``layout``,
+``dtype``/``math_dtype`` and ``time_s`` in seconds; :func:`convert` makes that frame for one GPU (rows in
+workbook order: fp32 sheet, then fp16 sheet) and :func:`metadata` the provenance a figure's label reads.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-REPO = Path(__file__).resolve().parent.parent
-SRC = REPO / ".." / "shared" / "reference" / "published"
-OUT = REPO / "data" / "published" / "deepbench"
 REPOSITORY, COMMIT = "https://github.com/baidu-research/DeepBench", "da81ba7820739e2e506dc27f382d15be5479f98f"
+
 ROWS_PER_SHEET = {"gemm": 160, "conv": 94, "rnn": 53}
 FP32, V100_FP16, P100_FP16 = "Results FP32", "Results - FP16 ip, Mixed math", "Results - Psuedo FP16"
 #: sheet → (storage dtype, math dtype, what the sheet holds)
@@ -67,7 +56,7 @@ COLUMNS = {
         "M_sheet": "M as the sheet prints it", "N_sheet": "N as the sheet prints it",
         "K_sheet": "K as the sheet prints it (1530 where 1536 ran)",
         "app": "application the sheet names (empty on P100: its workbook names none)",
-        "note": "caveat (sheet K = 1530; time under 10 µs), or the sheet's comment", **WHERE},
+        "note": "caveat (sheet K = 1530; time under 10 microseconds), or the sheet's comment", **WHERE},
     "conv": {
         "W": "input width (pixels)", "H": "input height (pixels)", "C": "input channels", "N": "batch size",
         "K": "output channels (filters)", "R": "filter height (pixels)", "S": "filter width (pixels)",
@@ -117,7 +106,7 @@ def _rnn(src: pd.DataFrame) -> pd.DataFrame:
 
 def _check(ok: bool, what: str) -> None:
     if not ok:
-        raise SystemExit(f"import_deepbench: {what}")
+        raise ValueError(f"{what}: not the DeepBench table perfkit knows")
 
 
 def convert(kind: str, src: pd.DataFrame, gpu: str) -> tuple[pd.DataFrame, list[dict]]:
@@ -147,15 +136,12 @@ def convert(kind: str, src: pd.DataFrame, gpu: str) -> tuple[pd.DataFrame, list[
     return {"gemm": _gemm, "conv": _conv, "rnn": _rnn}[kind](part)[list(COLUMNS[kind])], corrections
 
 
-def metadata(kind: str, gpu: str, src: pd.DataFrame, frame: pd.DataFrame, corrections: list[dict]) -> dict:
-    """The JSON written beside one CSV."""
+def metadata(kind: str, gpu: str, part: pd.DataFrame, frame: pd.DataFrame, corrections: list[dict]) -> dict[str, Any]:
+    """The provenance of one GPU's frame (``frame.attrs["meta"]``): device, publisher, versions, columns."""
     g = GPUS[gpu]
-    part = src[src["gpu"].str.lower() == gpu]
     first = part.iloc[0]
-    _check(part["gpu_model_specs_sheet"].eq(g["device_name_in_source"]).all(), f"{gpu}: device name changed")
     for col in ("file_last_changed", "cuda", "cudnn"):
         _check(part[col].nunique() == 1, f"{kind}/{gpu}: several values of {col}")
-    timing = TIMING + (" GEMMs run with beta = 1 (C is read and written)." if kind == "gemm" else "")
     return {
         "experiment": f"deepbench_{kind}", "kind": kind, "description": DESCRIPTION[kind],
         "device_name": g["device_name"], "device": g["device"], "device_kind": "gpu",
@@ -163,32 +149,21 @@ def metadata(kind: str, gpu: str, src: pd.DataFrame, frame: pd.DataFrame, correc
         "published_by": "Baidu DeepBench", "published_detail": g["detail"][kind], "published_date": g["published_date"],
         "source_repository": REPOSITORY, "source_commit": COMMIT, "source_file": g["source_file"],
         "file_last_changed": first["file_last_changed"], "cuda": first["cuda"], "cudnn": first["cudnn"],
-        "licence": "Apache-2.0", "timing": timing, "columns": COLUMNS[kind], "rows": len(frame), "complete": True,
+        "licence": "Apache-2.0", "timing": TIMING + (" GEMMs run with beta = 1 (C is read and written)."
+                                                     if kind == "gemm" else ""),
+        "columns": COLUMNS[kind], "rows": len(frame), "complete": True,
         "sheets": {s: SHEETS[s][2] for s in dict.fromkeys(frame["sheet"])}, "corrections": corrections,
-        "imported_by": "scripts/import_deepbench.py",
         **({"gemm_beta": 1} if kind == "gemm" else {}),
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Write the six CSV + JSON pairs; returns 0."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--src", type=Path, default=SRC, help="folder holding deepbench_*_v100_p100.csv")
-    p.add_argument("--out", type=Path, default=OUT, help="output folder; files go to OUT/<gpu>/<kind>.*")
-    args = p.parse_args(argv)
-    for kind in COLUMNS:
-        src = pd.read_csv(args.src / f"deepbench_{kind}_v100_p100.csv")
-        for gpu in GPUS:
-            frame, corrections = convert(kind, src, gpu)
-            folder = args.out / gpu
-            folder.mkdir(parents=True, exist_ok=True)
-            frame.to_csv(folder / f"{kind}.csv", index=False, lineterminator="\n")
-            meta = metadata(kind, gpu, src, frame, corrections)
-            text = json.dumps(meta, indent=2, ensure_ascii=False) + "\n"
-            (folder / f"{kind}.json").write_text(text, encoding="utf-8")
-            print(f"{folder / kind}.csv: {len(frame)} rows")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def frames(kind: str, src: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """``{"V100-SXM2": frame, "P100-PCIe": frame}`` for one published DeepBench table, each with its meta."""
+    out = {}
+    for gpu, g in GPUS.items():
+        part = src[src["gpu"].str.lower() == gpu]
+        _check(len(part) > 0, f"{kind}: no {gpu.upper()} rows")
+        frame, corrections = convert(kind, src, gpu)
+        frame.attrs["meta"] = metadata(kind, gpu, part, frame, corrections)
+        out[g["device"]] = frame
+    return out

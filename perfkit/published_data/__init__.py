@@ -1,0 +1,16 @@
+"""Published third-party measurements: read from a folder beside perfkit, never shipped with it.
+
+:func:`published` reads one table (``pk.published("xla_h100_gemm", "H100-SXM")``),
+:func:`published_sources` lists what perfkit knows and what is here, :func:`published_root` says
+where it looks (``$PERFKIT_PUBLISHED``, ``../shared/reference/published`` beside a checkout, then
+``~/.cache/perfkit/published``), and ``python -m perfkit published fetch`` (:mod:`.fetch`) obtains
+each source from its public repository at the pinned commit. The catalogue (:data:`CATALOG`) says
+where each table comes from, its licence and how its publisher timed.
+"""
+
+from .catalog import CATALOG, PublishedSource
+from .read import (ENV, HOW_TO_GET, PublishedDataMissing, describe, has_published, published, published_all,
+                   published_root, published_sources)
+
+__all__ = ["CATALOG", "ENV", "HOW_TO_GET", "PublishedDataMissing", "PublishedSource", "describe", "has_published",
+           "published", "published_all", "published_root", "published_sources"]

@@ -10,7 +10,12 @@ order, from
 2. documented defaults: a fraction of the datasheet per device (:data:`ACHIEVABLE_FRACTIONS`), each
    with its source.
 
-The model never uses a ceiling above the datasheet's. Units: FLOP/s, bytes/s.
+TF32 on Hopper is the one default fitted to GEMM timings rather than read off a best case: XLA's
+published H100 table shows mid-sized TF32 GEMMs far slower than half their BF16 speed, so the
+H100-class devices carry a TF32 fraction and an extra fixed cost per TF32 kernel
+(:data:`EXTRA_LATENCY_S`) fitted on the *fit* half of those rows (see :data:`TF32_FIT`).
+
+The model never uses a ceiling above the datasheet's. Units: FLOP/s, bytes/s, seconds.
 """
 
 from __future__ import annotations
@@ -22,14 +27,29 @@ from .devices import DeviceSpec
 from .dtypes import canonical_dtype
 from .units import GIGA, TERA
 
-__all__ = ["ACHIEVABLE_FRACTIONS", "BANDWIDTH_FRACTION", "Ceilings", "achievable_ceilings",
-           "clear_cache", "datasheet_ceilings", "default_ceilings", "recorded_ceilings_of"]
+__all__ = ["ACHIEVABLE_FRACTIONS", "BANDWIDTH_FRACTION", "EXTRA_LATENCY_S", "TF32_FIT", "Ceilings",
+           "achievable_ceilings", "clear_cache", "datasheet_ceilings", "default_ceilings", "recorded_ceilings_of"]
 
 #: Dtypes that run on Tensor Cores where a device has them.
 TENSOR_CORE_DTYPES = frozenset({"tf32", "float16", "bfloat16", "float8", "int8"})
 
 _MAMF = "MAMF finder (ml-engineering, 2025)"
 _DEEPBENCH = "Baidu DeepBench V100 results (cuBLAS 10.1, 2019)"
+
+#: The TF32 defaults of the H100-class devices (Hopper SMs: H100 SXM and PCIe, H200, H800): an
+#: effective fraction of the TF32 peak and an extra fixed cost per TF32 kernel (seconds), fitted
+#: together by ``scripts/fit_gemm_model.py --tf32`` (grid search, median + 90th percentile of
+#: |predicted/measured − 1|) on the *fit* half (:func:`perfkit.validation.fit_half`, a hash of the
+#: shape) of OpenXLA's published H100 float32 rows, which run as TF32 (b = 1, 2, 4; 2025); the
+#: *held-out* half is reported by ``scripts/validate_published.py`` and the GEMM chapter. Why: at
+#: the largest shape XLA's TF32 reaches 81 % of the peak, as BF16 does, but mid-sized TF32 GEMMs take
+#: 2.0–2.3× their BF16 time and the smallest 1.3–1.7× (where the math is negligible), which a
+#: BF16-like ceiling and the V100-fitted 5 µs kernel cost cannot give. The fraction is therefore an
+#: effective rate below what the largest TF32 GEMMs reach. No other GPU has TF32 evidence: the
+#: A100 keeps its Tensor Core fraction.
+TF32_FIT = {"fraction": 0.625, "extra_latency_s": 3.0e-6,
+            "source": "fitted on the fit half of OpenXLA's published H100 TF32 GEMMs (2025)"}
+_HOPPER_TF32 = f"TF32 {TF32_FIT['fraction']:.3f}: {TF32_FIT['source']}"
 
 #: Per device: the achievable fraction of the datasheet peak for Tensor Core dtypes
 #: (``"tensor"``), for CUDA-core dtypes (``"cuda"``, float32/float64 and everything on a GPU without
@@ -43,12 +63,22 @@ ACHIEVABLE_FRACTIONS: dict[str, dict] = {
                        "source": f"{_MAMF}: A100 SXM BF16 271.2 of 312 TFLOP/s; CUDA cores as on V100"},
     "A100-SXM4-80GB": {"tensor": 0.869, "cuda": 0.941,
                        "source": f"{_MAMF}: A100 SXM BF16 271.2 of 312 TFLOP/s; CUDA cores as on V100"},
-    "H100-SXM": {"tensor": 0.803, "cuda": 0.941, "float8": 0.709,
-                 "source": f"{_MAMF}: H100 SXM BF16 794.5 of 989, FP8 1402.6 of 1979 TFLOP/s"},
-    "H100-PCIe": {"tensor": 0.803, "cuda": 0.941, "float8": 0.709,
-                  "source": f"{_MAMF}: the H100 SXM's fractions"},
-    "H200": {"tensor": 0.803, "cuda": 0.941, "float8": 0.734,
-             "source": f"{_MAMF}: H100 SXM BF16 794.5 of 989 ('H200 is the same'), H200 FP8 1453.4 of 1979"},
+    "H100-SXM": {"tensor": 0.803, "cuda": 0.941, "float8": 0.709, "tf32": TF32_FIT["fraction"],
+                 "source": f"{_MAMF}: H100 SXM BF16 794.5 of 989, FP8 1402.6 of 1979 TFLOP/s; {_HOPPER_TF32}"},
+    "H100-PCIe": {"tensor": 0.803, "cuda": 0.941, "float8": 0.709, "tf32": TF32_FIT["fraction"],
+                  "source": f"{_MAMF}: the H100 SXM's fractions; {_HOPPER_TF32}"},
+    "H200": {"tensor": 0.803, "cuda": 0.941, "float8": 0.734, "tf32": TF32_FIT["fraction"],
+             "source": f"{_MAMF}: H100 SXM BF16 794.5 of 989 ('H200 is the same'), H200 FP8 1453.4 of 1979; "
+                       f"{_HOPPER_TF32}"},
+    # The H800 SXM5 has the H100 SXM's SMs and HBM3: its fractions, none fitted to DeepGEMM's H800 rows.
+    "H800": {"tensor": 0.803, "cuda": 0.941, "float8": 0.709, "tf32": TF32_FIT["fraction"],
+             "source": f"{_MAMF}: the H100 SXM's fractions (same SMs and HBM3); {_HOPPER_TF32}"},
+}
+
+#: Per device: the extra fixed cost of a kernel in a math dtype (seconds), added to the GEMM
+#: model's ``latency_s``. Only Hopper's TF32 has one (:data:`TF32_FIT`).
+EXTRA_LATENCY_S: dict[str, dict[str, float]] = {
+    name: {"tf32": TF32_FIT["extra_latency_s"]} for name in ("H100-SXM", "H100-PCIe", "H200", "H800")
 }
 
 #: Fractions for a device not in :data:`ACHIEVABLE_FRACTIONS`: the H100's Tensor Core fraction.
@@ -66,12 +96,15 @@ class Ceilings:
 
     ``unaligned_slowdown`` (per dtype, ≥ 1) multiplies the math time of a GEMM whose dimensions are
     not multiples of 16 bytes; it is only set from a measurement (a ``gemm_alignment`` recording).
+    ``extra_latency_s`` (per math dtype, seconds ≥ 0) is added to the model's fixed cost of a kernel
+    (:data:`EXTRA_LATENCY_S`).
     """
 
     flops: Mapping[str, float]
     bandwidth: float
     source: str
     unaligned_slowdown: Mapping[str, float] = field(default_factory=dict)
+    extra_latency_s: Mapping[str, float] = field(default_factory=dict)
 
     def flops_for(self, dtype) -> float:
         """Achievable FLOP/s for ``dtype``; ``LookupError`` if there is none."""
@@ -106,7 +139,8 @@ def default_ceilings(spec: DeviceSpec) -> Ceilings:
         tensor = d in TENSOR_CORE_DTYPES and fr["tensor"] is not None
         flops[d] = peak * fr.get(d, fr["tensor"] if tensor else fr["cuda"])
     return Ceilings(flops, spec.mem_bandwidth * BANDWIDTH_FRACTION,
-                    f"default fractions of the datasheet ({fr['source']}; bandwidth ×{BANDWIDTH_FRACTION})")
+                    f"default fractions of the datasheet ({fr['source']}; bandwidth ×{BANDWIDTH_FRACTION})",
+                    extra_latency_s=dict(EXTRA_LATENCY_S.get(spec.name, {})))
 
 
 def recorded_ceilings_of(spec: DeviceSpec, root=None) -> Ceilings | None:
@@ -159,7 +193,7 @@ def achievable_ceilings(spec: DeviceSpec) -> Ceilings:
             _CACHE[key] = default
         else:  # dtypes not measured keep their default fraction
             _CACHE[key] = Ceilings({**default.flops, **measured.flops}, measured.bandwidth, measured.source,
-                                   measured.unaligned_slowdown)
+                                   measured.unaligned_slowdown, default.extra_latency_s)
     return _CACHE[key]
 
 

@@ -1,9 +1,13 @@
-"""How good the GEMM model is: its predictions beside every published and recorded GEMM in ``data/``.
+"""How good the GEMM model is: its predictions beside every published and recorded GEMM.
 
 The model's constants were fitted on one half of DeepBench's published V100 GEMMs (the *fit*
 half, :func:`fit_half`: a fixed hash of each shape, so both halves mix every kind of shape); the
-other half is *held out*, and the P100 and our own recordings were never used to fit it. The
-table reports, per source, device, dtype and half, the median and 90th percentile of
+other half is *held out*. On Hopper, two things were chosen on the fit half of OpenXLA's published
+H100 table (:data:`FITTED_ON`): the TF32 ceiling and fixed cost
+(:data:`perfkit.calibration.TF32_FIT`) on its TF32 rows, and split-K in one kernel
+(:data:`perfkit.gemm_model.SPLIT_K_IN_KERNEL`) on its BF16 rows; the other half of each is held out.
+The P100, DeepGEMM's H800 and our own recordings were never used to fit anything. The table
+reports, per source, device, dtype and half, the median and 90th percentile of
 ``|predicted/measured − 1|`` and the share of optimistic (too fast) predictions, for the model and
 for the plain roofline with datasheet numbers. Units: seconds.
 """
@@ -19,12 +23,22 @@ from .devices import DeviceSpec, device_spec
 from .gemm_model import GemmModel, explain_gemm, prediction_error
 from .provenance import source_of
 
-__all__ = ["GEMM_EXPERIMENTS", "VALIDATION_COLUMNS", "fit_half", "validation_frames", "validation_table",
-           "with_predictions", "worst_predictions"]
+__all__ = ["BATCH_COLUMNS", "FITTED_ON", "GEMM_EXPERIMENTS", "VALIDATION_COLUMNS", "fit_half", "half_labels",
+           "validation_frames", "validation_table", "with_predictions", "worst_predictions"]
 
 #: Recorded experiments whose cuBLAS rows the model is checked against.
 GEMM_EXPERIMENTS: tuple[str, ...] = ("gemm_sizes", "gemm_small_n", "gemm_transposes", "gemm_alignment",
                                      "ceiling_matmul")
+
+#: What the model was fitted (or tuned) on: (publisher's name as it begins, perfkit device) → the
+#: dtypes fitted (None: all). Rows of these get the halves of :func:`fit_half`; others are "not fitted".
+FITTED_ON: dict[tuple[str, str], frozenset[str] | None] = {
+    ("Baidu DeepBench", "V100-SXM2"): None,
+    ("OpenXLA", "H100-SXM"): frozenset({"bfloat16", "tf32"}),
+}
+
+#: Columns that give a row's batch (GEMMs per launch), first found wins: ours, XLA's, DeepGEMM's.
+BATCH_COLUMNS: tuple[str, ...] = ("batch", "b", "groups")
 
 #: Columns of :func:`validation_table`.
 VALIDATION_COLUMNS: tuple[str, ...] = ("data", "device", "dtype", "half", "predictor", "n", "median_abs",
@@ -53,13 +67,38 @@ def fit_half(frame: pd.DataFrame) -> pd.Series:
     return pd.Series([int(hashlib.sha1(k.encode()).hexdigest(), 16) % 2 == 0 for k in keys], index=frame.index)
 
 
+def _fitted_dtypes(meta: Mapping) -> frozenset[str] | None | bool:
+    """The dtypes fitted on a frame with this metadata: None (all), a set, or False (none)."""
+    by, device = str(meta.get("published_by") or ""), meta.get("device")
+    for (publisher, fitted_device), dtypes in FITTED_ON.items():
+        if by.startswith(publisher) and device == fitted_device:
+            return dtypes
+    return False
+
+
+def half_labels(frame: pd.DataFrame) -> pd.Series:
+    """Per row: ``"fit"`` or ``"held out"`` (:func:`fit_half`) where the model was fitted on the
+    frame's source, device and dtype (:data:`FITTED_ON`), else ``"not fitted"``."""
+    dtypes = _fitted_dtypes(frame.attrs.get("meta") or {})
+    out = pd.Series("not fitted", index=frame.index, dtype=object)
+    if dtypes is False or not len(frame):
+        return out
+    fitted = pd.Series(True, index=frame.index) if dtypes is None else frame["dtype"].isin(list(dtypes))
+    half = fit_half(frame)
+    out[fitted & half] = "fit"
+    out[fitted & ~half] = "held out"
+    return out
+
+
 def with_predictions(frame: pd.DataFrame, spec: DeviceSpec | None = None, *, model: GemmModel | None = None,
                      ceilings=None) -> pd.DataFrame:
     """A copy of a GEMM frame (columns ``M, N, K, dtype, time_s``) with ``predicted_s`` and ``roofline_s``.
 
     ``spec`` defaults to the device its metadata names. A ``math_dtype`` column sets the math
-    dtype per row; metadata ``gemm_beta`` ≠ 0 means C was read too. Rows timed with a forced tile
-    (``impl`` not ``cublas``) get that tile; rows without a peak for their dtype get NaN.
+    dtype per row; a batch column (the first of :data:`BATCH_COLUMNS` present: ``batch``, XLA's
+    ``b``, DeepGEMM's ``groups``) makes each row that many GEMMs in one launch, and ``time_s`` the
+    time of all of them; metadata ``gemm_beta`` ≠ 0 means C was read too. Rows timed with a forced
+    tile (``impl`` not ``cublas``) get that tile; rows without a peak for their dtype get NaN.
     """
     if not isinstance(frame, pd.DataFrame):
         raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
@@ -69,12 +108,14 @@ def with_predictions(frame: pd.DataFrame, spec: DeviceSpec | None = None, *, mod
     spec = _spec_of(frame, spec)
     meta = frame.attrs.get("meta") or {}
     accumulate = bool(meta.get("gemm_beta", 0))
+    batch_column = next((c for c in BATCH_COLUMNS if c in frame.columns), None)
     predicted, roofline = [], []
     for row in frame.itertuples(index=False):
         r = row._asdict()
         tile = (int(r["tile_m"]), int(r["tile_n"])) if str(r.get("impl", "cublas")).startswith("triton") else None
+        batch = 1 if batch_column is None else int(r[batch_column])
         try:
-            p = explain_gemm(int(r["M"]), int(r["N"]), int(r["K"]), r["dtype"], spec, tile,
+            p = explain_gemm(int(r["M"]), int(r["N"]), int(r["K"]), r["dtype"], spec, tile, batch=batch,
                              math_dtype=r.get("math_dtype"), accumulate=accumulate, model=model, ceilings=ceilings)
         except LookupError:
             predicted.append(float("nan"))
@@ -90,13 +131,20 @@ def with_predictions(frame: pd.DataFrame, spec: DeviceSpec | None = None, *, mod
 
 
 def validation_frames(root=None) -> dict[str, pd.DataFrame]:
-    """Every published GEMM and every recorded cuBLAS GEMM under ``data/``, with predictions, by name."""
-    from .data import load, published_all, recordings
+    """Every published GEMM (DeepBench's V100 and P100; OpenXLA's H100 bf16 and TF32 rows, every
+    batch) and every recorded cuBLAS GEMM under ``data/``, with predictions, by name."""
+    from .data import load, recordings
+    from .published_data import has_published, published_all
 
     frames = {}
-    for f in published_all("gemm", root=root):
+    for f in published_all("deepbench_gemm") if has_published("deepbench_gemm") else []:
         meta = f.attrs["meta"]
         frames[f"{meta.get('published_by')} {meta.get('device')}"] = with_predictions(f)
+    if has_published("xla_h100_gemm"):
+        from .experiments.gemm_published import xla_rows
+        from .published_data import published
+
+        frames["OpenXLA H100-SXM"] = with_predictions(xla_rows(published("xla_h100_gemm")))
     table = recordings(root)
     for r in table[table["device_kind"] == "gpu"].itertuples():
         if r.experiment in GEMM_EXPERIMENTS:
@@ -116,9 +164,10 @@ def validation_table(frames: Mapping[str, pd.DataFrame] | None = None, *, by: st
     """Per data source, device, dtype and half: n, median and p90 of |error|, share optimistic.
 
     ``frames`` (name → frame from :func:`with_predictions`) defaults to :func:`validation_frames`.
-    The half is ``fit`` / ``held out`` for the data the model was fitted on (DeepBench's V100),
-    ``not fitted`` for everything else. ``by`` names one more column to split on (e.g.
-    ``"layout"``); frames without it are left out. Errors are fractions (0.1 = 10 %).
+    The half is ``fit`` / ``held out`` for the data the model was fitted on (:data:`FITTED_ON`:
+    DeepBench's V100, OpenXLA's H100), ``not fitted`` for everything else. ``by`` names one more
+    column to split on (e.g. ``"layout"``); frames without it are left out. Errors are fractions
+    (0.1 = 10 %).
     """
     frames = validation_frames() if frames is None else frames
     if by is not None and (not isinstance(by, str) or by in VALIDATION_COLUMNS):
@@ -134,13 +183,12 @@ def validation_table(frames: Mapping[str, pd.DataFrame] | None = None, *, by: st
         if not len(f) or (by is not None and by not in f):
             continue
         meta = f.attrs.get("meta") or {}
-        fitted = meta.get("published_by") == "Baidu DeepBench" and meta.get("device") == "V100-SXM2"
-        halves = {"fit": fit_half(f), "held out": ~fit_half(f)} if fitted else {"not fitted": None}
+        halves = half_labels(f)
         label = str(source_of(f) or name)
         for key, g in f.groupby(keys, sort=False):
             split = dict(zip(keys, key))
-            for half, mask in halves.items():
-                part = g if mask is None else g[mask[g.index]]
+            for half in ("fit", "held out", "not fitted"):
+                part = g[halves[g.index] == half]
                 if not len(part):
                     continue
                 for predictor, column in (("model", "predicted_s"), ("roofline", "roofline_s")):
@@ -152,8 +200,13 @@ def validation_table(frames: Mapping[str, pd.DataFrame] | None = None, *, by: st
     return pd.DataFrame(rows, columns=columns)
 
 
-def worst_predictions(frame: pd.DataFrame, n: int = 10) -> pd.DataFrame:
-    """The ``n`` rows of a :func:`with_predictions` frame with the largest |predicted/measured − 1|."""
+def worst_predictions(frame: pd.DataFrame | None, n: int = 10, *,
+                      columns: list[str] | None = None) -> pd.DataFrame | None:
+    """The ``n`` rows of a :func:`with_predictions` frame with the largest |predicted/measured − 1|
+    (column ``error``), only ``columns`` if given; None for None."""
+    if frame is None:
+        return None
     err = frame["predicted_s"] / frame["time_s"] - 1
     out = frame.assign(error=err)
-    return out.reindex(err.abs().sort_values(ascending=False).index).head(n)
+    out = out.reindex(err.abs().sort_values(ascending=False).index).head(n)
+    return out if columns is None else out[list(columns)]

@@ -211,3 +211,67 @@ def test_bad_arguments(kwargs, exc, match):
     args = dict(M=64, N=64, K=64, dtype="float16", spec=A100) | kwargs
     with pytest.raises(exc, match=match):
         explain_gemm(**args)
+
+
+# --- batched GEMMs, Hopper's split-K and TF32 --------------------------------------------------
+
+H100 = device_spec("H100-SXM")
+
+
+def test_batch_one_is_the_plain_gemm_and_a_batch_shares_the_waves():
+    for shape in ((256, 256, 4096), (4096, 4096, 4096), (2304, 1537, 4096)):
+        one = explain_gemm(*shape, "bfloat16", H100)
+        assert explain_gemm(*shape, "bfloat16", H100, batch=1) == one and one.batch == 1
+    small = explain_gemm(256, 256, 4096, "bfloat16", H100, tile=(128, 128), split_k=1)
+    four = explain_gemm(256, 256, 4096, "bfloat16", H100, tile=(128, 128), split_k=1, batch=4)
+    assert (small.tiles, four.tiles) == (4, 16) and small.waves == four.waves == 1  # 16 tiles, one wave
+    assert four.math_s == pytest.approx(small.math_s)  # the extra tiles ran on idle SMs
+    assert four.launch_overhead_s == small.launch_overhead_s  # one launch
+    assert four.achieved_flops == pytest.approx(4 * gemm_flops(256, 256, 4096) / four.predicted_s)
+    assert four.floor_s == pytest.approx(4 * small.floor_s)
+
+
+@settings(max_examples=150, deadline=None)
+@given(gemms(), st.integers(2, 16))
+def test_b_gemms_in_one_launch_cost_more_than_one_and_at_most_b(gemm, b):
+    M, N, K, dtype, spec = gemm
+    one = predict_gemm_time(M, N, K, dtype, spec)
+    many = explain_gemm(M, N, K, dtype, spec, batch=b)
+    assert one * (1 - 1e-12) <= many.predicted_s <= b * one * (1 + 1e-12)
+    assert many.predicted_s >= many.floor_s and many.tiles % b == 0
+
+
+@pytest.mark.parametrize("batch, exc", [(0, ValueError), (-2, ValueError), (1.5, TypeError), (True, TypeError),
+                                        ("4", TypeError)])
+def test_batch_must_be_a_positive_integer(batch, exc):
+    with pytest.raises(exc, match="batch must be a positive integer"):
+        explain_gemm(64, 64, 64, "float16", A100, batch=batch)
+    with pytest.raises(exc, match="batch must be a positive integer"):
+        predict_gemm_time(64, 64, 64, "float16", A100, batch=batch)
+
+
+def test_split_k_costs_one_launch_on_hopper_and_two_before():
+    from perfkit.gemm_model import SPLIT_K_IN_KERNEL
+
+    assert {"H100-SXM", "H200"} <= SPLIT_K_IN_KERNEL and "A100-SXM4-80GB" not in SPLIT_K_IN_KERNEL
+    hopper = explain_gemm(512, 512, 8192, "float16", H100, tile=(128, 128), split_k=4)
+    ampere = explain_gemm(512, 512, 8192, "float16", A100, tile=(128, 128), split_k=4)
+    assert hopper.launch_overhead_s == pytest.approx(DEFAULT_MODEL.latency_s)
+    assert ampere.launch_overhead_s == pytest.approx(2 * DEFAULT_MODEL.latency_s)
+
+
+def test_tf32_on_hopper_has_its_own_fitted_ceiling_and_fixed_cost():
+    from perfkit.calibration import TF32_FIT
+
+    for shape in ((256, 256, 256), (1024, 1024, 1024), (4096, 4096, 4096)):
+        assert predict_gemm_time(*shape, "tf32", H100) > predict_gemm_time(*shape, "bfloat16", H100)
+    p = explain_gemm(4096, 4096, 4096, "tf32", H100)
+    assert p.flops_ceiling == pytest.approx(TF32_FIT["fraction"] * H100.peak_flops("tf32"))
+    assert p.launch_overhead_s == pytest.approx(DEFAULT_MODEL.latency_s + TF32_FIT["extra_latency_s"])
+    # float32 storage with TF32 math is the same GEMM as "tf32"
+    assert explain_gemm(512, 512, 512, "float32", H100, math_dtype="tf32").predicted_s == pytest.approx(
+        explain_gemm(512, 512, 512, "tf32", H100).predicted_s)
+    # the extra fixed cost is TF32's and Hopper's alone; a given overhead replaces it
+    assert explain_gemm(64, 64, 64, "bfloat16", H100).launch_overhead_s == DEFAULT_MODEL.latency_s
+    assert explain_gemm(64, 64, 64, "tf32", A100).launch_overhead_s == DEFAULT_MODEL.latency_s
+    assert explain_gemm(64, 64, 64, "tf32", H100, launch_overhead_s=1e-6).launch_overhead_s == 1e-6

@@ -256,6 +256,7 @@ def test_no_frames_means_no_data_yet_for_every_rule():
         assert (table["verdict"] == "no data yet").all()
 
 
+@pytest.mark.published
 def test_frames_are_recorded_or_published_never_live():
     frames = vgemm.frames()
     assert set(frames) == {*vgemm.EXPERIMENTS, vgemm.PUBLISHED}
@@ -269,7 +270,7 @@ def test_frames_are_recorded_or_published_never_live():
 
 
 def test_then_comes_from_deepbench_v100():
-    published = pk.data.published("gemm", "V100-SXM2")
+    published = pk.published("deepbench_gemm", "V100-SXM2")
     table = pk.verdict_table(vgemm.findings({vgemm.PUBLISHED: published})).set_index("rule")
     then = table["then"]
     assert (then != "—").sum() == 4
@@ -323,6 +324,7 @@ def test_quantization_effect_measures_the_share_of_a_step():
     assert vgemm.quantization_effect(waves_frame().query("N <= 2048")) is None
 
 
+@pytest.mark.published
 @pytest.mark.filterwarnings("ignore:.*samples")
 def test_a_cpu_or_published_frame_is_never_now(short_bench):
     cpu = pk.experiments.gemm.gemm_transposes(device="cpu", progress=False)
@@ -360,6 +362,7 @@ def test_small_n_effect_needs_both_minibatches():
 # --- the chapter's analysis functions: None in, None out -----------------------------------------
 
 
+@pytest.mark.published
 def test_analysis_functions_pass_no_recording_through_as_none():
     v100 = pk.published_counterparts("gemm_small_n")["V100-SXM2, 2019"]
     assert pk.experiments.gemm.alignment_penalty(None) is None
@@ -400,6 +403,7 @@ def test_size_throughput_is_the_smallest_and_best_of_a_sweep():
         pk.experiments.gemm.size_throughput(frame, sweep="n")
 
 
+@pytest.mark.published
 def test_speedup_table_is_speedups_in_seconds():
     v100 = pk.published_counterparts("gemm_small_n")["V100-SXM2, 2019"]
     now = small_n_frame()

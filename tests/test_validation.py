@@ -5,8 +5,13 @@ import pytest
 
 import perfkit as pk
 from perfkit.__main__ import main
-from perfkit.calibration import ACHIEVABLE_FRACTIONS, datasheet_ceilings, default_ceilings
-from perfkit.validation import fit_half, validation_frames, validation_table, with_predictions
+from perfkit.calibration import ACHIEVABLE_FRACTIONS, EXTRA_LATENCY_S, TF32_FIT, datasheet_ceilings, default_ceilings
+from perfkit.published_data import HOW_TO_GET, has_published
+from perfkit.validation import fit_half, half_labels, validation_frames, validation_table, with_predictions
+
+#: Tests that read the published tables skip, saying how to get them, where they are absent.
+needs_deepbench = pytest.mark.skipif(not has_published("deepbench_gemm"), reason=HOW_TO_GET)
+needs_xla = pytest.mark.skipif(not has_published("xla_h100_gemm"), reason=HOW_TO_GET)
 
 
 def test_default_ceilings_are_documented_fractions_of_the_datasheet():
@@ -16,6 +21,16 @@ def test_default_ceilings_are_documented_fractions_of_the_datasheet():
     assert c.flops["float8"] == pytest.approx(0.709 * 1978.9e12)
     assert c.flops["float32"] == pytest.approx(0.941 * 66.9e12)
     assert c.bandwidth == pytest.approx(0.9 * 3350e9) and "MAMF" in c.source
+    # Hopper's TF32: fitted on XLA's H100 rows, said so in the source; the A100 keeps its Tensor Core fraction
+    assert c.flops["tf32"] == pytest.approx(TF32_FIT["fraction"] * 494.7e12) and "XLA" in c.source
+    assert c.extra_latency_s == {"tf32": TF32_FIT["extra_latency_s"]} == EXTRA_LATENCY_S["H100-SXM"]
+    a100 = default_ceilings(pk.device_spec("A100-SXM4-80GB"))
+    a100_tf32 = pk.device_spec("A100-SXM4-80GB").peak_flops("tf32")
+    assert a100.flops["tf32"] == pytest.approx(0.869 * a100_tf32) and not a100.extra_latency_s
+    assert 0.5 < TF32_FIT["fraction"] < 0.803 and 0 <= TF32_FIT["extra_latency_s"] < 1e-5
+    h800 = default_ceilings(pk.device_spec("H800"))  # the H100 SXM's fractions, none fitted to DeepGEMM
+    assert all(h800.flops[d] == pytest.approx(c.flops[d]) for d in h800.flops)
+    assert h800.extra_latency_s == c.extra_latency_s
     p100 = default_ceilings(pk.device_spec("P100-PCIe"))  # no Tensor Cores: fp16 at the CUDA-core fraction
     assert p100.flops["float16"] == pytest.approx(0.941 * 18.7e12)
     assert datasheet_ceilings(h100).flops["bfloat16"] == 989.4e12
@@ -59,6 +74,7 @@ def test_recorded_ceilings_win_over_the_defaults(tmp_path, monkeypatch):
         pk.calibration.clear_cache()
 
 
+@needs_deepbench
 def test_model_against_deepbench_v100_beats_the_roofline_and_reports_both_halves():
     table = validation_table()
     v100 = table[table["device"] == "V100-SXM2"]
@@ -72,8 +88,9 @@ def test_model_against_deepbench_v100_beats_the_roofline_and_reports_both_halves
     assert (table[table["device"] == "P100-PCIe"]["half"] == "not fitted").all()
 
 
+@needs_deepbench
 def test_fit_half_is_a_fixed_split_by_shape():
-    v100 = pk.published("gemm", "V100-SXM2")
+    v100 = pk.published("deepbench_gemm", "V100-SXM2")
     half = fit_half(v100)
     assert 0.4 < half.mean() < 0.6 and half.equals(fit_half(v100.copy()))
     same_shape = v100.groupby(["M", "N", "K", "layout"]).apply(lambda g: half[g.index].nunique(),
@@ -91,6 +108,7 @@ def test_with_predictions_needs_gemm_columns_and_a_device():
     assert out["predicted_s"].iloc[0] >= out["roofline_s"].iloc[0] > 0
 
 
+@needs_deepbench
 def test_cli_validate_prints_the_table(capsys):
     assert main(["validate", "--worst", "2"]) == 0
     out = capsys.readouterr().out
@@ -98,6 +116,7 @@ def test_cli_validate_prints_the_table(capsys):
     assert "worst 2 of Baidu DeepBench V100-SXM2" in out
 
 
+@needs_deepbench
 def test_validation_table_splits_by_layout(capsys):
     frames = validation_frames()
     table = validation_table(frames, by="layout")
@@ -115,3 +134,57 @@ def test_validation_table_splits_by_layout(capsys):
     assert " TN " in capsys.readouterr().out
     assert main(["validate", "--by", "bogus"]) == 2
     assert "perfkit validate: by='bogus'" in capsys.readouterr().err
+
+
+def _synthetic(meta: dict, dtypes=("bfloat16", "tf32")) -> pd.DataFrame:
+    rows = [{"M": m, "N": n, "K": 512, "dtype": d, "b": b, "time_s": 1e-5}
+            for m in (256, 512, 1024) for n in (256, 2048) for d in dtypes for b in (1, 4)]
+    frame = pd.DataFrame(rows)
+    frame.attrs["meta"] = meta
+    return frame
+
+
+def test_half_labels_follow_what_was_fitted():
+    xla = _synthetic({"published_by": "OpenXLA (XLA's GPU matmul performance table)", "device": "H100-SXM"},
+                     dtypes=("bfloat16", "tf32", "float8"))
+    halves = half_labels(xla)
+    fitted = xla["dtype"] != "float8"
+    assert set(halves[fitted]) == {"fit", "held out"} and set(halves[~fitted]) == {"not fitted"}
+    assert (halves[fitted] == fit_half(xla)[fitted].map({True: "fit", False: "held out"})).all()
+    # one shape's dtypes and batches fall in the same half
+    assert (xla[fitted].assign(h=halves).groupby(["M", "N", "K"])["h"].nunique() == 1).all()
+    other = _synthetic({"published_by": "OpenXLA", "device": "A100-SXM4-80GB"})
+    assert set(half_labels(other)) == {"not fitted"}
+    assert set(half_labels(_synthetic({}))) == {"not fitted"}
+
+
+def test_with_predictions_reads_the_batch_column():
+    h100 = pk.device_spec("H100-SXM")
+    for column in ("batch", "b", "groups"):
+        frame = pd.DataFrame({"M": [256, 256], "N": [256, 256], "K": [4096, 4096], "dtype": ["bfloat16"] * 2,
+                              "time_s": [1e-5, 1e-5], column: [1, 4]})
+        out = with_predictions(frame, h100)
+        assert out["predicted_s"].tolist() == pytest.approx(
+            [pk.predict_gemm_time(256, 256, 4096, "bfloat16", h100, batch=b) for b in (1, 4)])
+        assert out["predicted_s"].iloc[1] > out["predicted_s"].iloc[0]
+
+
+def test_validation_table_gives_the_halves_of_a_fitted_source():
+    frame = _synthetic({"published_by": "OpenXLA (XLA's GPU matmul performance table)", "device": "H100-SXM",
+                        "device_name": "H100", "published_date": "2025"})
+    table = validation_table({"xla": with_predictions(frame, pk.device_spec("H100-SXM"))})
+    assert set(table["half"]) == {"fit", "held out"} and set(table["dtype"]) == {"bfloat16", "tf32"}
+    assert table.groupby("predictor")["n"].sum().tolist() == [len(frame)] * 2
+    assert table["data"].str.startswith("published by OpenXLA").all()
+
+
+@needs_xla
+def test_validation_frames_hold_xlas_h100_rows_labelled_as_published():
+    frames = validation_frames()
+    xla = frames["OpenXLA H100-SXM"]
+    assert set(xla["dtype"]) == {"bfloat16", "tf32"} and set(xla["b"]) == {1, 2, 4}
+    assert xla["predicted_s"].notna().all() and len(xla) == 750
+    table = validation_table(frames)
+    h100 = table[(table["device"] == "H100-SXM") & (table["predictor"] == "model")]
+    assert set(h100["half"]) == {"fit", "held out"}
+    assert h100["data"].str.contains("published by OpenXLA").all() and h100["data"].str.contains("H100").all()

@@ -3,6 +3,7 @@
 Each takes the frame an experiment returned (live, or loaded from ``data/``) and is captioned
 with that frame's source; ``source`` is needed only for a hand-built frame without metadata, or
 to say why the frame is None (e.g. the source :func:`perfkit.run_or_load` returned).
+The published modern GPUs' figures draw the model beside them, or alone where the table is absent.
 """
 
 from __future__ import annotations
@@ -14,15 +15,19 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ..gemm_model import prediction_error
-from ..provenance import Source, caption
+from ..devices import DeviceSpec, device_spec
+from ..gemm_model import explain_gemm, prediction_error
+from ..provenance import Source, caption, modelled, source_of
+from ..published_data import HOW_TO_GET
+from ..roofline import gemm_bytes
 from ..then_now import layout_spread
 from ..display import Note
 from ._common import (book_figure, frame_source, heading, legend_name, named_frames, new_figure,
                       no_data, say, single_axes, time_axis)
 
-__all__ = ["plot_alignment", "plot_gemm_sizes", "plot_layout_spread", "plot_predicted_vs_measured",
-           "plot_quantization_sweep", "plot_small_n", "plot_throughput_vs_work", "plot_tile_sizes", "plot_transposes"]
+__all__ = ["plot_alignment", "plot_fp8_published", "plot_gemm_sizes", "plot_h100_batched", "plot_h100_sizes",
+           "plot_layout_spread", "plot_predicted_vs_measured", "plot_quantization_sweep", "plot_small_n",
+           "plot_throughput_vs_work", "plot_tile_sizes", "plot_transposes"]
 
 
 @book_figure
@@ -227,26 +232,27 @@ def plot_layout_spread(frames: Mapping[str, pd.DataFrame | None], *, ax: Axes | 
 
 
 @book_figure
-def plot_throughput_vs_work(frames: Mapping[str, pd.DataFrame | None], *, dtype: str = "float16",
+def plot_throughput_vs_work(frames: Mapping[str, pd.DataFrame | None], *, dtype: str | tuple[str, ...] = "float16",
                             ax: Axes | None = None, sources: Mapping[str, Source | str] | None = None
                             ) -> Figure | Note:
-    """TFLOP/s against the GEMM's work (2·M·N·K FLOP) in ``dtype``, one colour per frame.
-
-    The then-vs-now view of "bigger GEMMs are more efficient": a sizes sweep beside every
-    published GEMM, whatever their shapes.
+    """TFLOP/s against the GEMM's work (2·M·N·K FLOP, × ``b`` if batched) in ``dtype`` (or a tuple
+    of comparable ones, ``("float16", "bfloat16")``), one colour per frame: the then-vs-now view of
+    "bigger GEMMs are more efficient", a sizes sweep beside every published GEMM, whatever their shapes.
     """
-    parts, labels = named_frames(frames, sources, keep=lambda f: f[f["dtype"] == dtype])
+    dtypes = (dtype,) if isinstance(dtype, str) else tuple(dtype)
+    parts, labels = named_frames(frames, sources, keep=lambda f: f[f["dtype"].isin(dtypes)])
     if not parts:
-        return no_data(None, f"no {dtype} GEMMs in {', '.join(map(str, frames)) or 'no frames'}")
+        return no_data(None, f"no {' or '.join(dtypes)} GEMMs in {', '.join(map(str, frames)) or 'no frames'}")
     ax = single_axes(ax, height=4.5)
     for i, (name, f) in enumerate(parts.items()):
-        work = 2.0 * f["M"] * f["N"] * f["K"]
-        ax.plot(work, f["tflops"], "o", ms=3, alpha=0.6, color=f"C{i}", label=name)
+        work = 2.0 * f["M"] * f["N"] * f["K"] * (f["b"] if "b" in f else 1)
+        ax.plot(work, f["tflops"], "o", ms=3, alpha=0.6, color=f"C{i}",
+                label=name if len(dtypes) == 1 else f"{name}, {'/'.join(dict.fromkeys(f['dtype']))}")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("work, 2·M·N·K (FLOP)")
     ax.set_ylabel("TFLOP/s")
-    heading(ax, f"Throughput against work, {dtype} GEMMs", caption(labels))
+    heading(ax, f"Throughput against work, {' and '.join(dtypes)} GEMMs", caption(labels))
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=8)
     return ax.figure
@@ -300,3 +306,94 @@ def _nothing_predicted(frames: Mapping[str, pd.DataFrame | None]) -> str:
     why = [f"no data for {', '.join(empty)}"] if empty else []
     why += [f"no predictions in {', '.join(unpredicted)}"] if unpredicted else []
     return "nothing to compare with the model: " + "; ".join(why)
+
+
+def _published_or_model(frame: pd.DataFrame | None, spec: DeviceSpec | None, what: str, default: str):
+    """The device to model and whether published rows are drawn; notes how to get absent data."""
+    if spec is not None and not isinstance(spec, DeviceSpec):
+        raise TypeError(f"spec must be a DeviceSpec or None, got {spec!r}")
+    if frame is None or not len(frame):
+        say(f"{what} is not here: {HOW_TO_GET}.", title="Published data absent",
+            instead="the model's prediction alone, drawn below")
+        return spec or device_spec(default), False
+    return spec or device_spec((frame.attrs.get("meta") or {}).get("device") or default), True
+
+
+def _pair(ax: Axes, x, model, rows: pd.DataFrame | None, xcol: str, ycol: str, i: int, name: str) -> None:
+    """The model's line (dashed) and, where ``rows`` has any, the published one (solid), in colour i."""
+    ax.plot(x, model, "--", color=f"C{i}", lw=1.2, label=f"{name}, model" if name else None)
+    if rows is not None and len(rows := rows.sort_values(xcol)):
+        ax.plot(rows[xcol], rows[ycol], "o-", color=f"C{i}", ms=4, label=f"{name}, published" if name else None)
+
+
+def _finish(fig: Figure, axes, xlabels, ylabels, title: str, frame, have: bool, spec: DeviceSpec) -> Figure:
+    """Log-2 x axes from 0 up, grids, labels, and the heading: who published, how timed, the model."""
+    for ax, xlabel, ylabel in zip(axes, xlabels, ylabels):
+        ax.set_xscale("log", base=2)
+        ax.set(xlabel=xlabel, ylabel=ylabel, ylim=(0, None))
+        ax.grid(True, which="both", alpha=0.25)
+    timing = str((frame.attrs.get("meta") or {}).get("timing") or "?").split(";")[0].split(":")[0] if have else ""
+    heading(fig, title, caption({"solid": f"{source_of(frame)}, timed with {timing}" if have else None,
+                                 "dashed": modelled(spec)}))
+    return fig
+
+
+#: XLA's sizes, and NVIDIA's two size sweeps cut from its grid: (x label, dimension swept, fixed ones).
+_SIZES = tuple(2**k for k in range(8, 13))
+_SWEEPS = (("M = N (K = 4096)", "M", {"K": 4096}), ("K (M = N = 4096)", "K", {"M": 4096, "N": 4096}))
+#: DeepGEMM's (N, K) at M = 64, 128, 4096 (DeepSeek-V3's shapes: configuration, not results), for the model alone.
+FP8_SHAPES = ((2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048))
+
+
+@book_figure
+def plot_h100_sizes(frame: pd.DataFrame | None, spec: DeviceSpec | None = None) -> Figure:
+    """TFLOP/s against size in NVIDIA's two sweeps: OpenXLA's H100 rows (``gemm_published.xla_rows``)
+    solid, the model dashed, the datasheet peaks dotted. None: the model of ``spec`` (or an H100) alone."""
+    spec, have = _published_or_model(frame, spec, "OpenXLA's H100 GEMM table", "H100-SXM")
+    fig, axes = new_figure(1, 2, height=3.8)
+    rows = frame[(frame["b"] == 1) & (frame["M"] == frame["N"])] if have else None
+    for ax, (_, swept, fixed) in zip(axes[0], _SWEEPS):
+        cut = rows[np.logical_and.reduce([rows[d] == v for d, v in fixed.items()])] if have else None
+        for i, dtype in enumerate(("bfloat16", "tf32")):
+            model = [explain_gemm(*(fixed.get(d, n) for d in "MNK"), dtype, spec).achieved_flops / 1e12 for n in _SIZES]
+            _pair(ax, _SIZES, model, cut[cut["dtype"] == dtype] if have else None, swept, "tflops", i, dtype)
+            ax.axhline(spec.peak_flops(dtype) / 1e12, color=f"C{i}", lw=0.6, ls=":")
+    axes[0, 0].legend(fontsize=7)
+    return _finish(fig, axes[0], [f"{x}; dotted: datasheet peak" for x, _, _ in _SWEEPS], ["TFLOP/s", ""],
+                   f"GEMM throughput against size on an {spec.name}", frame, have, spec)
+
+
+@book_figure
+def plot_h100_batched(frame: pd.DataFrame | None, spec: DeviceSpec | None = None, *, dtype: str = "bfloat16"):
+    """TFLOP/s of b = 1, 2, 4 square GEMMs in one launch: OpenXLA's H100 rows
+    (``gemm_published.batched_rows``) solid, the model dashed."""
+    spec, have = _published_or_model(frame, spec, "OpenXLA's H100 GEMM table", "H100-SXM")
+    fig, axes = new_figure(1, 1, height=3.8)
+    for i, b in enumerate((1, 2, 4)):
+        model = [explain_gemm(n, n, n, dtype, spec, batch=b).achieved_flops / 1e12 for n in _SIZES]
+        m = frame[(frame["b"] == b) & (frame["dtype"] == dtype)] if have else None
+        _pair(axes[0, 0], _SIZES, model, m, "M", "tflops", i, f"b = {b}")
+    axes[0, 0].legend(fontsize=7, ncol=2)
+    return _finish(fig, axes[0], [f"M = N = K, {dtype}; b GEMMs in one launch"], ["TFLOP/s (all b GEMMs)"],
+                   f"Batched GEMMs on an {spec.name}: b GEMMs share the waves", frame, have, spec)
+
+
+@book_figure
+def plot_fp8_published(frame: pd.DataFrame | None, spec: DeviceSpec | None = None) -> Figure:
+    """DeepGEMM's H800 fp8 rows (``gemm_published.deepgemm_dense``): TFLOP/s and TB/s against M per
+    (N, K), solid, the model dashed; dotted: fp8 peak, bandwidth. None: the model alone."""
+    spec, have = _published_or_model(frame, spec, "DeepGEMM's H800 fp8 table", "H800")
+    fig, axes = new_figure(1, 2, height=4.2)
+    for i, (N, K) in enumerate(dict.fromkeys(zip(frame["N"], frame["K"])) if have else FP8_SHAPES):
+        m = frame[(frame["N"] == N) & (frame["K"] == K)].assign(tbps=lambda f: f["gbps"] / 1e3) if have else None
+        Ms = sorted(m["M"]) if have else [64, 128, 4096]
+        t = [explain_gemm(M, N, K, "float8", spec).predicted_s for M in Ms]
+        _pair(axes[0, 0], Ms, [2e-12 * M * N * K / s for M, s in zip(Ms, t)], m, "M", "tflops", i, "")
+        _pair(axes[0, 1], Ms, [gemm_bytes(M, N, K, "float8") / s / 1e12 for M, s in zip(Ms, t)], m, "M", "tbps", i, "")
+        axes[0, 0].plot([], [], "-", color=f"C{i}", label=f"N = {N}, K = {K}")
+    for ax, ceiling in zip(axes[0], (spec.peak_flops("float8"), spec.mem_bandwidth)):
+        ax.axhline(ceiling / 1e12, color="gray", ls=":", lw=0.8)
+    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside lower center", ncol=3, fontsize=7)
+    return _finish(fig, axes[0], ["M (dashed: model)"] * 2, ["TFLOP/s", "TB/s (A, B read once, C written)"],
+                   f"fp8 GEMMs on an {spec.name}: memory-bound at small M, math-bound at large M",
+                   frame, have, spec)

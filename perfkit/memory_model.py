@@ -15,6 +15,8 @@ activation [1]_    2·E·s (read x, write y)    3·E·s (read y or x, read dy, w
 ``dropout``        2·E·s + E·m (mask)         2·E·s + E·m (read dy and the mask, write dx)
 ``batchnorm``      2·E·s [2]_ + 8·C·4         3·E·s [2]_ + 5·C·4
 ``layernorm`` [4]_  2·E·s + 2·D·4 + 2·rows·4   3·E·s + 3·D·4 + 2·rows·4
+``rmsnorm`` [4]_   2·E·s + D·4 + rows·4       3·E·s + 2·D·4 + rows·4
+``cast`` [7]_      E·s + E·t                  E·t + E·s
 ``maxpool`` [3]_   s·(E + E_out) + E_out·i    s·(E_out + E) + E_out·i
 ``avgpool``        s·(E + E_out)              s·(E_out + E)
 ``elementwise`` [5]_  s·(R + E)               s·(E + 2·R)
@@ -31,8 +33,10 @@ activation [1]_    2·E·s (read x, write y)    3·E·s (read y or x, read dy, w
    PyTorch's int64 indices in training; 0 = none, as in inference or cuDNN, whose backward then
    reads x and y instead of indices: s·(E_out + 2·E + E_out)).
 .. [4] Over the last ``normalized_ndim`` dims (D elements; rows = E / D). The affine weight and
-   bias (float32; none with ``elementwise_affine=False``); the per-row mean and 1/std are written
-   in training (``training=True``) and read by the backward pass.
+   bias (float32; none with ``elementwise_affine=False``; an RMS norm has a weight only); the per-row
+   mean and 1/std (an RMS norm: 1/rms only) are written in training (``training=True``) and read by
+   the backward pass. ``persistent=False``: a kernel that reads each row twice, once for the
+   statistics and once to normalize (PyTorch's layer norm kernel does), as for batch norm [2]_.
 .. [5] Any other elementwise op or reduction (``mul``, ``pow``, ``where``, ``mean``, a copy or a
    layout change): each input read once (``read_elements`` R in all, default E: one input of the
    output's size), the output's E elements written; backward reads dy and the inputs and writes
@@ -41,6 +45,9 @@ activation [1]_    2·E·s (read x, write y)    3·E·s (read y or x, read dy, w
 .. [6] ``shape`` is the output's (..., D): each looked-up row read and written, and its index
    (``indices_itemsize`` i, default 8: int64) read. Backward writes the dense gradient of the
    whole V×D table (``num_embeddings`` V), PyTorch's default (``sparse=False``).
+.. [7] A dtype conversion (``x.to(torch.float32)``): E elements read in ``dtype`` (s bytes) and
+   written in ``to`` (t bytes; default float32, the upcast of mixed-precision code). It changes
+   the dtype, so :func:`chain_bytes` does not chain it: sum :func:`layer_bytes` of each kernel.
 
 NVIDIA's worked numbers (*GPU Performance Background*, Table 1) follow: a float16 ReLU moves 4 bytes
 per element for 1 FLOP (0.25 FLOP/B); a 3×3 stride-1 max pool 4 bytes for 9 FLOPs (2.25 FLOP/B).
@@ -73,7 +80,9 @@ KINDS: dict[str, dict[str, Any]] = {
     "add": {},
     "dropout": {"mask_itemsize": 1},
     "batchnorm": {"training": True, "persistent": True},
-    "layernorm": {"normalized_ndim": 1, "elementwise_affine": True, "training": True},
+    "layernorm": {"normalized_ndim": 1, "elementwise_affine": True, "training": True, "persistent": True},
+    "rmsnorm": {"normalized_ndim": 1, "elementwise_affine": True, "training": True, "persistent": True},
+    "cast": {"to": "float32"},
     "maxpool": {"kernel_size": None, "stride": None, "padding": 0, "indices_itemsize": 8},
     "avgpool": {"kernel_size": None, "stride": None, "padding": 0},
     "elementwise": {"read_elements": None},
@@ -87,7 +96,8 @@ PASSES = ("forward", "backward")
 PARAM_ITEMSIZE = 4
 
 #: Kinds that keep the tensor's shape, so :func:`chain_bytes` can chain them.
-CHAIN_KINDS = frozenset(ACTIVATIONS) | {"bias", "add", "dropout", "batchnorm", "layernorm", "elementwise"}
+CHAIN_KINDS = frozenset(ACTIVATIONS) | {"bias", "add", "dropout", "batchnorm", "layernorm", "rmsnorm",
+                                        "elementwise"}
 
 
 def _shape(shape: Any, least_ndim: int = 1) -> tuple[int, ...]:
@@ -170,18 +180,23 @@ def _traffic(kind: str, dims: tuple[int, ...], s: int, pass_: str, p: dict[str, 
         if not training:
             raise ValueError("a batchnorm backward pass needs training=True (eval mode has no batch statistics)")
         return (2 * reads * E * s, E * s, 5 * C * PARAM_ITEMSIZE)
-    if kind == "layernorm":
+    if kind == "cast":
+        t = itemsize(canonical_dtype(p["to"]))
+        return (E * s, E * t, 0) if fwd else (E * t, E * s, 0)
+    if kind in ("layernorm", "rmsnorm"):
         k = positive_int("normalized_ndim", p["normalized_ndim"])
         if k > len(dims):
             raise ValueError(f"normalized_ndim must be at most the number of dims of shape {dims}, got {k}")
         D = math.prod(dims[-k:])
         affine = boolean("elementwise_affine", p["elementwise_affine"])
-        stats = 2 * (E // D) * PARAM_ITEMSIZE  # mean and 1/std per row: saved for backward in training
+        reads = 1 if boolean("persistent", p["persistent"]) else 2
+        vectors, n_stats = (2, 2) if kind == "layernorm" else (1, 1)  # weight and bias; mean and 1/std
+        stats = n_stats * (E // D) * PARAM_ITEMSIZE  # per row: saved for backward in training
         if fwd:
             if not boolean("training", p["training"]):
                 stats = 0
-            return (E * s, E * s, (2 * D if affine else 0) * PARAM_ITEMSIZE + stats)
-        return (2 * E * s, E * s, (3 * D if affine else 0) * PARAM_ITEMSIZE + stats)
+            return (reads * E * s, E * s, (vectors * D if affine else 0) * PARAM_ITEMSIZE + stats)
+        return (2 * reads * E * s, E * s, ((vectors + 1) * D if affine else 0) * PARAM_ITEMSIZE + stats)
     # pooling
     out = math.prod(pool_output_shape(dims, p["kernel_size"], p["stride"], p["padding"]))
     if fwd:  # a max pool in training also writes each window's argmax for the backward pass
@@ -220,7 +235,7 @@ def _steps(kinds: Sequence[Any]) -> list[tuple[str, dict[str, Any]]]:
         if kind not in KINDS:
             raise LookupError(f"unknown layer kind {kind!r} in kinds; kinds: {', '.join(KINDS)}")
         if kind not in CHAIN_KINDS:
-            raise ValueError(f"{kind!r} changes the tensor's shape; a chain takes only: "
+            raise ValueError(f"{kind!r} changes the tensor's shape or dtype; a chain takes only: "
                              f"{', '.join(sorted(CHAIN_KINDS))}")
         steps.append((kind, dict(params)))
     return steps
@@ -245,7 +260,8 @@ def chain_bytes(kinds: Sequence[Any], shape: Any, dtype: Any, *, fused: bool = F
     E = math.prod(dims)
     extra = sum(_traffic(k, dims, s, "forward", _params(k, p))[2] for k, p in steps)
     reads = 1 + sum(k == "add" for k, _ in steps)
-    multi_read = any(k == "batchnorm" and not _params(k, p)["persistent"] for k, p in steps)
+    multi_read = any(k in ("batchnorm", "layernorm", "rmsnorm") and not _params(k, p)["persistent"]
+                     for k, p in steps)
     other = sum(max(0, _traffic(k, dims, 1, "forward", _params(k, p))[0] - E)  # second operands
                 for k, p in steps if k == "elementwise")
     return (reads + multi_read) * E * s + other * s + E * s + extra

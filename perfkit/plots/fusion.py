@@ -6,7 +6,9 @@ a ``convnet_breakdown`` frame: the share of each network's time in math-bound (c
 memory-bound layers, measured beside predicted. Both accept a frame of predictions only
 (:func:`perfkit.experiments.fusion.predicted_chains`,
 :func:`perfkit.experiments.convnet.predicted_breakdown`; captioned with
-:func:`perfkit.provenance.modelled`). Seconds and bytes throughout.
+:func:`perfkit.provenance.modelled`). :func:`plot_fusion_published` draws published eager/fused
+pairs (:func:`perfkit.experiments.memory_published.fusion_pairs`): the measured time ratio beside
+the byte model's. Seconds and bytes throughout.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from ..provenance import Source
 from ..units import format_percent, format_time
 from ..display import Note
 from ._common import book_figure, frame_source, heading, new_figure, no_data, time_axis
+from .memory import published_label
 
-__all__ = ["plot_fusion", "plot_network_breakdown"]
+__all__ = ["plot_fusion", "plot_fusion_published", "plot_network_breakdown"]
 
 _KEYS = ["chain", "batch", "in_features", "out_features", "size", "phase"]
 _SHORT = {"conv_bn_relu": "conv→bn→relu", "linear_bias_gelu_dropout": "linear→bias→gelu→dropout"}
@@ -152,3 +155,42 @@ def _network_label(frame: pd.DataFrame, network: str) -> str:
     """``"small: 16–64 ch"``: the network and the range of its convs' output channels."""
     ch = frame.loc[(frame["network"] == network) & (frame["kind"] == "conv"), "channels"]
     return f"{network}: {ch.min()}–{ch.max()} ch" if len(ch) else str(network)
+
+
+@book_figure
+def plot_fusion_published(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | Note:
+    """Published eager/fused pairs (:func:`perfkit.experiments.memory_published.fusion_pairs`), one row
+    each: the measured eager ÷ fused forward time at the largest size (bar; dots: the smaller sizes)
+    beside the byte model's ratio (hatched), on a log axis. A model-only frame draws the model's bars."""
+    if (note := no_data(frame, source)) is not None:
+        return note
+    label, model_only = published_label(frame, source)
+    top = frame[frame["largest"]].reset_index(drop=True)
+    y = np.arange(len(top))[::-1].astype(float)
+    fig, axes = new_figure(1, 1, height=1.2 + 0.55 * len(top))
+    ax = axes[0, 0]
+    if not model_only:
+        ax.barh(y + 0.2, top["ratio"], height=0.38, color="C0", label="measured, largest size")
+        for yi, (_, r) in zip(y, top.iterrows()):
+            rest = frame[(frame["device"] == r["device"]) & (frame["kernel"] == r["kernel"])
+                         & (frame["eager"] == r["eager"]) & ~frame["largest"]]
+            ax.plot(rest["ratio"], [yi + 0.2] * len(rest), "o", ms=3, color="black", alpha=0.5,
+                    label="measured, smaller sizes" if yi == y[0] else None)
+            end = max(r["ratio"], rest["ratio"].max()) if len(rest) else r["ratio"]
+            ax.annotate(f"{r['ratio']:.2f}×", (end, yi + 0.2), xytext=(4, 0), textcoords="offset points",
+                        va="center", fontsize=7)
+    ax.barh(y - 0.2, top["predicted_ratio"], height=0.38, color="white", edgecolor="C0", hatch="///",
+            label="byte model (Σ pk.memory_time, eager ÷ fused)")
+    for yi, v in zip(y, top["predicted_ratio"]):
+        ax.annotate(f"{v:.2f}×", (v, yi - 0.2), xytext=(4, 0), textcoords="offset points", va="center", fontsize=7)
+    names = [f"{r['eager_label']} ({int(r['eager_kernels'])} kernel{'s' if r['eager_kernels'] > 1 else ''})\n"
+             f"÷ {r['fused_label']}, {r['device']}, {r['dtype']}" for _, r in top.iterrows()]
+    ax.set_yticks(y, names, fontsize=7)
+    ax.set_xscale("log")
+    ax.axvline(1, color="black", lw=0.8)
+    ax.set_xlabel("eager time ÷ fused time (forward)")
+    ax.set_xlim(0.8, 2.2 * float(np.nanmax(top[["predicted_ratio"] + ([] if model_only else ["ratio"])].to_numpy())))
+    ax.grid(True, axis="x", which="both", alpha=0.25)
+    ax.legend(fontsize=7, loc="lower right")
+    heading(fig, "What fusion buys, measured and predicted" + (" (model only)" if model_only else ""), label)
+    return fig

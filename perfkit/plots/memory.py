@@ -8,6 +8,12 @@ Each takes the frame its experiment returned (``activation_sizes``, ``batchnorm_
 time = bytes / bandwidth. ``ceiling`` (bytes/s) draws the copy ceiling, which needs its own
 ``ceiling_source`` (a recorded ``ceiling_copy``, the datasheet, this CPU's measured copy).
 Durations in seconds, bytes in bytes (SI-prefixed ticks), bandwidth in GB/s (1e9 bytes/s).
+
+Published measurements (:mod:`perfkit.experiments.memory_published`): :func:`plot_published_time_vs_bytes`
+draws Liger-Kernel's forward rows against the bytes the byte model says each provider moves, and
+:func:`plot_bandwidth_vs_occupancy` gpu-benches' bandwidth against occupancy on four generations of
+GPU. Given the model-only frames those functions return without the published table (marked by
+``attrs["model_of"]``), they draw the model's prediction, labelled as such.
 """
 
 from __future__ import annotations
@@ -20,11 +26,14 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 
-from ..provenance import Source, caption
+from ..devices import device_spec
+from ..memory_model import memory_time
+from ..provenance import Source, caption, modelled, source_of
 from ..display import Note
 from ._common import book_figure, frame_source, heading, new_figure, no_data, time_axis
 
-__all__ = ["plot_activation_sizes", "plot_batchnorm_sizes", "plot_pool_sizes"]
+__all__ = ["plot_activation_sizes", "plot_bandwidth_vs_occupancy", "plot_batchnorm_sizes", "plot_pool_sizes",
+           "plot_published_time_vs_bytes"]
 
 _PASS_STYLE = {"forward": dict(marker="o", ls="-"), "backward": dict(marker="s", ls="--", mfc="white")}
 
@@ -195,4 +204,106 @@ def plot_batchnorm_sizes(frame: pd.DataFrame | None, source: Source | str | None
     _shared_legend(fig, axes.ravel(), ncol=3)
     heading(fig, f"Batch norm in training mode, {frame['dtype'].iloc[0]}: NCHW against NHWC, persistent against "
                  "two-pass bytes", _sources(label, ceiling, ceiling_source))
+    return fig
+
+
+# ------------------------------------------------------------------------------ published measurements
+def published_label(frame: pd.DataFrame, source: Source | str | None) -> tuple[str, bool]:
+    """(caption, is the model's): a published frame's source and how its publisher timed, or the
+    model of the GPUs a model-only frame names (``attrs["model_of"]``)."""
+    if source is not None or source_of(frame) is not None:
+        label = frame_source(frame, source)
+        timing = (frame.attrs.get("meta") or {}).get("timing")
+        return (f"{label}; timed: {timing}" if timing else str(label)), False
+    names = [n.strip() for n in str(frame.attrs.get("model_of", "")).split(",") if n.strip()]
+    if not names:
+        raise ValueError("the frame carries neither metadata nor attrs['model_of']: pass source=")
+    if len(names) == 1:
+        return str(modelled(device_spec(names[0]))), True
+    return str(Source("model", ", ".join(names), detail="achievable bandwidth (perfkit.achievable_ceilings)")), True
+
+
+_KERNEL_NAMES = {"layer_norm": "layer norm", "rms_norm": "RMS norm", "fused_add_rms_norm": "add + RMS norm",
+                 "megatron_rms_norm": "RMS norm (Megatron shape)", "megatron_swiglu": "SwiGLU",
+                 "relu_squared": "ReLU²"}
+
+
+@book_figure
+def plot_published_time_vs_bytes(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | Note:
+    """Liger's forward rows (:func:`perfkit.experiments.memory_published.liger_forward`), one column
+    per GPU, fastest memory first: top, duration against the bytes the byte model says each provider
+    moves (fused kernels filled, eager open; ``twin`` rows left out); bottom, those bytes ÷ duration in GB/s against the datasheet bandwidth
+    (dashed) and the model's achievable one (dotted). A model-only frame draws ``predicted_s``."""
+    if (note := no_data(frame, source)) is not None:
+        return note
+    label, model_only = published_label(frame, source)
+    frame = frame[frame["bytes"].notna() & ~frame.get("twin", False)]
+    t_col = "predicted_s" if model_only else "time_s"
+    devices = sorted(dict.fromkeys(frame["device"]), key=lambda d: -(device_spec(d).mem_bandwidth or 0))
+    fig, axes = new_figure(2, len(devices), height=7.5)
+    colours = {k: f"C{i}" for i, k in enumerate(dict.fromkeys(frame["kernel"]))}
+    for j, dev in enumerate(devices):
+        ax_t, ax_g = axes[0, j], axes[1, j]
+        part = frame[frame["device"] == dev]
+        for (kernel, provider), g in part.groupby(["kernel", "provider"], sort=False):
+            g = g.sort_values("bytes")
+            fused = g["role"].iloc[0] == "fused"
+            style = dict(marker="o" if fused else "s", ms=4, lw=1, ls="-" if fused else "--",
+                         color=colours[kernel], mfc=None if fused else "white")
+            name = f"{_KERNEL_NAMES.get(kernel, kernel)}, {'fused' if fused else 'eager'}"
+            ax_t.plot(g["bytes"], g[t_col], label=name, **style)
+            ax_g.plot(g["bytes"], g["bytes"] / g[t_col] / 1e9, label=name, **style)
+        spec = device_spec(dev)
+        grid = np.geomspace(part["bytes"].min(), part["bytes"].max(), 30)
+        model = np.array([memory_time(b, spec) for b in grid])
+        ax_t.plot(grid, model, ":", color="black", lw=1.5, label="model: one kernel, latency + bytes ÷ bandwidth")
+        ax_g.plot(grid, grid / model / 1e9, ":", color="black", lw=1.5)
+        ax_g.axhline(spec.mem_bandwidth / 1e9, color="gray", ls="--", lw=1.2,
+                     label="datasheet bandwidth")
+        time_axis(ax_t, "forward duration" + (" (model)" if model_only else ""), log=True)
+        ax_t.set_title(dev, fontsize=9)
+        ax_g.set_ylabel("GB/s (model bytes ÷ duration)")
+        ax_g.set_ylim(0, 1.1 * spec.mem_bandwidth / 1e9)
+        for ax in (ax_t, ax_g):
+            _bytes_axis(ax, "bytes moved (byte model)")
+    _shared_legend(fig, axes.ravel(), ncol=3)
+    title = "Memory-bound kernels: duration against bytes, fused and eager"
+    heading(fig, title + (" (model only)" if model_only else ""), label)
+    return fig
+
+
+@book_figure
+def plot_bandwidth_vs_occupancy(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | Note:
+    """gpu-benches' bandwidth against occupancy
+    (:func:`perfkit.experiments.memory_published.stream_occupancy`), one line per GPU, oldest first:
+    left, GB/s (the band spans all of its kernels); right, the fraction of each datasheet bandwidth.
+    A model-only frame draws the model's achievable bandwidth (flat: it knows no occupancy)."""
+    if (note := no_data(frame, source)) is not None:
+        return note
+    label, model_only = published_label(frame, source)
+    fig, axes = new_figure(1, 2, height=4.2)
+    ax_g, ax_f = axes[0]
+    for i, (dev, g) in enumerate(frame.groupby("device", sort=False)):
+        color, name = f"C{i}", f"{dev} (datasheet {g['datasheet_gbps'].iloc[0]:,.0f} GB/s)"
+        if model_only:
+            ax_g.plot(g["occupancy_pct"], g["predicted_gbps"], ":", color=color, label=f"{name}, model")
+            ax_f.plot(g["occupancy_pct"], g["predicted_gbps"] / g["datasheet_gbps"], ":", color=color)
+            continue
+        ax_g.fill_between(g["occupancy_pct"], g["gbps_low"], g["gbps_high"], color=color, alpha=0.15, lw=0)
+        ax_g.plot(g["occupancy_pct"], g["gbps"], "o-", ms=3, color=color, label=name)
+        ax_f.plot(g["occupancy_pct"], g["fraction"], "o-", ms=3, color=color)
+    ax_g.set_ylabel("GB/s")
+    ax_f.set_ylabel("fraction of the datasheet bandwidth")
+    ax_f.set_ylim(0, 1.05)
+    ax_f.axhline(1, color="gray", lw=0.8)
+    for ax in (ax_g, ax_f):
+        ax.set_xlabel("occupancy (% of the threads an SM can hold)")
+        ax.set_xlim(0, 100)
+        ax.grid(True, alpha=0.25)
+    ax_g.set_ylim(bottom=0)
+    _shared_legend(fig, [ax_g], ncol=2)
+    kernel = frame.attrs.get("kernel", "")
+    what = f"{kernel} kernel (float64), 1 GiB arrays" if kernel else "the byte model"
+    heading(fig, f"Bandwidth against occupancy, four generations: {what}" + (" (model only)" if model_only else ""),
+            label)
     return fig

@@ -1,4 +1,5 @@
-"""Figure of the timing appendix: the same kernels timed by perfkit and by other timers."""
+"""Figures of the timing appendix: the same kernels timed by perfkit and by other timers, and
+published small-kernel timings (:func:`plot_small_kernels`)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,19 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from matplotlib.ticker import EngFormatter
+
+from ..devices import device_spec
 from ..measurement import Measurement
 from ..provenance import Source, live
 from ..units import format_time
 from ..display import Note
-from ._common import book_figure, frame_source, heading, no_data, single_axes, time_axis
+from ._common import book_figure, frame_source, heading, new_figure, no_data, single_axes, time_axis
 
-__all__ = ["plot_samples", "plot_timers"]
+__all__ = ["plot_samples", "plot_small_kernels", "plot_timers"]
+
+_VARIANT_NAMES = {"launch": "plain launch", "graph": "CUDA graph", "persistent_atomic": "persistent (atomics)",
+                  "persistent_gsync": "persistent (grid sync)", "model": "model: latency + bytes ÷ bandwidth"}
 
 #: Columns of the ``timer_validation`` experiment, and the timer each holds.
 TIMERS = (("perfkit_time_s", "perfkit.bench"), ("perfkit_graph_time_s", "perfkit.bench, CUDA graph"),
@@ -67,3 +74,47 @@ def plot_samples(m: Measurement, source: Source | str | None = None, *, ax: Axes
     heading(ax, f"{m.label}: spread of the samples", source if source is not None else live(m.device or None))
     ax.legend(fontsize=8)
     return ax.figure
+
+
+@book_figure
+def plot_small_kernels(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | Note:
+    """Small streaming kernels (:func:`perfkit.experiments.timing_published.small_kernel_sweep`), one
+    line per variant: left, time per call against bytes moved, each variant's floor (``floor_s``, else
+    its shortest time) dashed; right,
+    GB/s, with the GPU's L2 size and datasheet bandwidth. A model-only frame
+    (:func:`~perfkit.experiments.timing_published.predicted_small_kernels`) draws ``predicted_s``."""
+    from .memory import published_label  # here: plots.memory re-exports this function
+
+    if (note := no_data(frame, source)) is not None:
+        return note
+    label, model_only = published_label(frame, source)
+    spec = device_spec(str(frame["device"].iloc[0]))
+    fig, axes = new_figure(1, 2, height=4.3)
+    ax_t, ax_g = axes[0]
+    col = "predicted_s" if model_only else "time_s"
+    for i, (variant, g) in enumerate(frame.groupby("variant", sort=False)):
+        color = "black" if variant == "model" else f"C{i}"
+        style = ":" if variant == "model" else "-"
+        floor = g["floor_s"].iloc[0] if "floor_s" in g.columns else g[col].min()
+        name = f"{_VARIANT_NAMES.get(variant, variant)}: floor {format_time(floor)}"
+        ax_t.plot(g["bytes"], g[col], style, color=color, lw=1.3, label=name)
+        ax_g.plot(g["bytes"], g["bytes"] / g[col] / 1e9, style, color=color, lw=1.3)
+        ax_t.axhline(floor, color=color, ls="--", lw=0.7, alpha=0.7)
+    if spec.l2_bytes:
+        for ax in (ax_t, ax_g):
+            ax.axvline(spec.l2_bytes, color="gray", ls="-.", lw=1, label="L2 size" if ax is ax_t else None)
+    ax_g.axhline(spec.mem_bandwidth / 1e9, color="gray", ls="--", lw=1.2)
+    ax_g.annotate("datasheet bandwidth", (frame["bytes"].min(), spec.mem_bandwidth / 1e9), xytext=(2, 3),
+                  textcoords="offset points", fontsize=7, color="gray")
+    time_axis(ax_t, "time per call" + (" (model)" if model_only else ""), log=True)
+    ax_g.set_ylabel("GB/s")
+    ax_g.set_ylim(bottom=0)
+    for ax in (ax_t, ax_g):
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(EngFormatter(unit="B"))
+        ax.set_xlabel("bytes moved per call (read + write)")
+        ax.grid(True, which="both", alpha=0.25)
+    ax_t.legend(fontsize=7, loc="upper left")
+    heading(fig, f"Small kernels on the {spec.name}: the launch floor, the L2 and HBM" +
+            (" (model only)" if model_only else ""), label)
+    return fig

@@ -156,6 +156,7 @@ def test_batch_crossover_finds_where_the_asymptotes_meet():
     assert out["best_tflops"] == pytest.approx(100) and out["max_batch"] == 4096
 
 
+@pytest.mark.published
 def test_batch_crossover_of_deepbench_v100_agrees_with_nvidias_rule():
     v100 = pk.published_counterparts("fc_batch")["V100-SXM2, 2019"]
     out = pk.batch_crossover(v100).iloc[0]
@@ -206,6 +207,7 @@ def test_figures_are_captioned_and_refuse_without_data(short_bench, capsys):
     assert "AMD EPYC" in _heading(plots.plot_fc_batch(hand, models=[pk.device_spec("V100-SXM2")]))
 
 
+@pytest.mark.published
 def test_batch_figure_with_published_data_only_and_another_layer(capsys):
     then = pk.published_counterparts("fc_batch")
     h100 = pk.device_spec("H100-SXM")
@@ -222,7 +224,7 @@ def test_batch_figure_with_published_data_only_and_another_layer(capsys):
 
 
 def test_widths_figure_draws_square_layers_only(capsys):
-    v100 = pk.published("gemm", "V100-SXM2")
+    v100 = pk.published("deepbench_gemm", "V100-SXM2")
     fig = plots.plot_fc_widths({"V100-SXM2, 2019": v100})
     assert "published by Baidu DeepBench" in _heading(fig)
     assert {line.get_label().split(",")[0] for line in fig.axes[0].lines} >= {"1760×1760", "4096×4096"}

@@ -269,33 +269,44 @@ def test_rounded_keeps_the_page_small():
 def test_book_verdict_table():
     table = pk.verdict.book_table()
     assert list(table.columns) == ["chapter", "title", "rule", "source", "claim", "then", "now", "unit",
-                                   "verdict", "where"]
+                                   "verdict", "where", "evidence", "now_from"]
     assert set(table["unit"]) <= {"×", "%", "MB"}  # one unit per row, named in its own column
     numbers = table.loc[table["then"] != "—", "then"]
     assert numbers.str.fullmatch(r"[\d.,]+").all(), f"then/now carry no unit of their own: {list(numbers)}"
     assert set(table["chapter"]) == {"02_gemm", "03_fully_connected", "04_recurrent", "05_convolutions",
                                      "06_memory_limited"}
-    assert set(table["verdict"]) <= set(pk.verdict.STATUSES)
-    # Nothing recorded on a GPU yet means nothing judged: "now" is a dash exactly where there is no data.
+    assert set(table["verdict"]) <= set(pk.verdict.VERDICTS)
+    assert set(table["evidence"]) <= {"measured", "published", "model"}, "no rule is left without evidence"
+    # "now" is a dash exactly where nothing rests under it; a prediction says so in its verdict.
     assert ((table["now"] == "—") == (table["verdict"] == "no data yet")).all()
+    assert (table["verdict"].str.startswith("predicted: ") == (table["evidence"] == "model")).all()
+    assert (table["now_from"] != "").all()
     html = pk.verdict.book_table_html(table)
     for chapter in table["chapter"].unique():
         assert f'href="chapters/{chapter}.html#verdict"' in html
-    assert html.count("<tr>") == len(table) + 1
+    assert html.count('<tr class="evidence-') == len(table) and html.count("<tr>") == 1  # the header
+    assert "<th>Now rests on</th>" in html
+    for kind in set(table["evidence"]):
+        assert f'<tr class="evidence-{kind}">' in html
     with pytest.raises(ValueError, match="columns"):
         pk.verdict.book_table_html(pd.DataFrame({"rule": ["x"]}))
 
 
 def test_book_summary_counts_by_evidence():
     table = pk.verdict.book_table()
-    n, published = len(table), int((table["then"] != "—").sum())
+    n = len(table)
+    counts = table["evidence"].value_counts()
     text = pk.verdict.book_summary(table)
-    assert text.startswith(f"{n} rules across 5 chapters") and f"{published} of the {n} have a published" in text
-    recorded = table.assign(now=["1.50"] + ["—"] * (n - 1),
-                            verdict=["holds"] + ["no data yet"] * (n - 1))
-    text = pk.verdict.book_summary(recorded)
-    assert "1 judged from our own GPU recordings (1 holds, 0 weaker, 0 gone)" in text
-    assert f"{n - 1} await a recording" in text
+    assert text.startswith(f"{n} rules across 5 chapters: {counts.get('measured', 0)} measured on our GPUs, "
+                           f"{counts.get('published', 0)} published (")
+    assert f"{counts.get('model', 0)} predicted by the model" in text
+    then = int((table["then"] != "—").sum())
+    assert f"{then} also have a “then” from 2015–2019" in text
+    ours = table.assign(now=["1.50"] + ["—"] * (n - 1), verdict=["holds"] + ["no data yet"] * (n - 1),
+                        evidence=["measured"] + [""] * (n - 1), now_from=["ours, recorded on H100-SXM on 2026-01-01"] + [""] * (n - 1))
+    text = pk.verdict.book_summary(ours)
+    assert "1 measured on our GPUs, 0 published (none), 0 predicted by the model" in text
+    assert f"{n - 1} with no evidence yet" in text and "measured or published, 1 hold, 0 weaker, 0 gone" in text
     with pytest.raises(ValueError, match="columns"):
         pk.verdict.book_summary(pd.DataFrame({"rule": ["x"]}))
 

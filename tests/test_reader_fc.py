@@ -39,6 +39,7 @@ def _moving(figure):
     return [i for i, (a, b) in enumerate(zip(first["x"], last["x"])) if a != b]
 
 
+@pytest.mark.published
 def test_every_figure_builds_small_with_its_sources():
     for name, build in fc.FIGURES.items():
         figure = build()
@@ -91,7 +92,7 @@ def test_the_note_says_which_side_of_each_ridge(square):
 
 
 def test_published_points_are_deepbenchs_v100_gemms():
-    db = pk.published("gemm", "V100-SXM2")
+    db = pk.published("deepbench_gemm", "V100-SXM2")
     points = fc.layer_points(db, 4096, 4096)
     square_nn = db[(db.M == 4096) & (db.K == 4096) & (db.dtype == "float16")]
     assert list(points["batch"]) == sorted(set(square_nn["N"]))
@@ -124,7 +125,7 @@ def _live_batch(batches=(16, 128, 1024), device="NVIDIA H100 80GB HBM3"):
 
 
 def test_a_gpu_run_is_drawn_and_named():
-    figure = fc.batch_explorer({"fc_batch": _live_batch()}, published={"V100": pk.published("gemm", "V100-SXM2")})
+    figure = fc.batch_explorer({"fc_batch": _live_batch()}, published={"V100": pk.published("deepbench_gemm", "V100-SXM2")})
     title = figure_json(figure)["layout"]["title"]["text"]
     assert "live on NVIDIA H100 80GB HBM3, 2026-11-20" in title and "no recording" not in title
     ours = [t for t in figure.figure.data if t.name == "NVIDIA H100 80GB HBM3"]
@@ -198,12 +199,13 @@ def test_plausible_answers(ex_id, given, status):
 
 def test_findings_without_data_say_no_data_yet():
     table = pk.verdict_table(verdict_fc.findings({name: None for name in verdict_fc.EXPERIMENTS}))
-    assert len(table) == 7
+    assert len(table) == 8 == len(verdict_fc.RULES)
     assert (table["now"] == "—").all() and (table["verdict"] == "no data yet").all()
     assert (table["then"] == "—").all()  # no published frame either
     assert (pk.verdict_table(verdict_fc.findings({}))["verdict"] == "no data yet").all()
 
 
+@pytest.mark.published
 def test_frames_are_recorded_or_published_only():
     frames = verdict_fc.frames()
     assert set(frames) == {*verdict_fc.EXPERIMENTS, verdict_fc.PUBLISHED}
@@ -214,7 +216,8 @@ def test_frames_are_recorded_or_published_only():
     table = pk.verdict_table(verdict_fc.findings(frames))
     fold = verdict_fc.crossover_fold(then, V100)
     assert table.loc[1, "then"] == f"{fold:.2f}" and 0.67 < fold <= 1  # DeepBench's crossover ≈ the roofline's
-    assert float(table.loc[2, "then"]) > 2  # V100: larger batches were much faster
+    assert table.loc[2, "then"] == "—"  # DeepBench has no TF32
+    assert float(table.loc[3, "then"]) > 2  # V100: larger batches were much faster
 
 
 def _passes(share: float) -> pd.DataFrame:
@@ -269,6 +272,60 @@ def test_findings_on_frames_with_known_effects():
     table = pk.verdict_table(verdict_fc.findings(frames)).set_index("rule")
     assert table.loc["A layer is three GEMMs", "verdict"] == "gone"
     assert table.loc["Batch > 128 (V100)", ["now", "verdict"]].tolist() == ["1.00", "holds"]
+    assert table.loc["Batch > 128 (V100)", ["evidence", "now_from"]].tolist() == [
+        "measured", "ours, recorded on H100-SXM on 2026-11-20"]
+    assert table.loc["… and in TF32", "now"] == "—"  # the sweep has no TF32 rows
+
+
+def test_a_tf32_sweep_is_judged_against_the_tf32_ridge():
+    fp16 = _batch_with_crossover(pk.math_bound_batch(4096, 4096, H100))
+    tf32 = fp16.assign(dtype="tf32", time_s=2 * fp16["time_s"], tflops=fp16["tflops"] / 2)
+    both = pd.concat([fp16, tf32], ignore_index=True)
+    both.attrs = fp16.attrs
+    table = pk.verdict_table(verdict_fc.findings({"fc_batch": both})).set_index("rule")
+    # Half the FLOP/s and twice the bytes: the same crossover batch in TF32.
+    assert pk.math_bound_batch(4096, 4096, H100, "tf32") == pk.math_bound_batch(4096, 4096, H100)
+    assert table.loc["… and in TF32", ["now", "verdict"]].tolist() == ["1.00", "holds"]
+    assert table.loc["Batch > 128 (V100)", "now"] == "1.00"  # read from the float16 rows only
+
+
+def test_rules_nothing_measured_rest_on_published_h100_rows_or_the_model():
+    table = pk.verdict_table(verdict_fc.findings({}, instead=verdict_fc.alternatives({}))).set_index("rule")
+    assert (table["evidence"] == "model").all() and table["verdict"].str.startswith("predicted: ").all()
+    predicted = verdict_fc.predicted_sweep(H100)
+    assert table.loc["Batch > 128 (V100)", "now"] == f"{verdict_fc.crossover_fold(predicted, H100):.2f}"
+    if not pk.published_data.has_published("xla_h100_gemm"):
+        pytest.skip(pk.published_data.HOW_TO_GET)
+    modern = verdict_fc.modern_frames()
+    table = pk.verdict_table(verdict_fc.findings({}, instead=verdict_fc.alternatives(modern))).set_index("rule")
+    rows = ["Batch > 128 (V100)", "… and in TF32", "Larger batches are more efficient"]
+    assert (table.loc[rows, "evidence"] == "published").all()
+    assert (table.loc[rows, "now_from"] == "published by OpenXLA, measured on H100-SXM (2025)").all()
+    assert (table.drop(index=rows)["evidence"] == "model").all()  # nothing about alignment from XLA
+    sweep = verdict_fc.h100_sweep(modern["xla_h100_gemm"])
+    crossing = pk.batch_crossover(sweep).iloc[0]
+    fold = crossing["crossover_batch"] / pk.math_bound_batch(4096, 4096, H100, "bfloat16")
+    assert table.loc["Batch > 128 (V100)", "now"] == f"{min(fold, 1 / fold):.2f}"
+    at_256 = sweep.loc[sweep["N"] == 256, "tflops"].iloc[0]
+    assert table.loc["Larger batches are more efficient", "now"] == f"{sweep['tflops'].max() / at_256:.1f}"
+
+
+def test_published_batch_sweeps_read_one_small_dimension_as_the_batch():
+    assert fc_analysis.published_batch_sweeps(None) is None
+    with pytest.raises(ValueError, match="batch must be"):
+        fc_analysis.published_batch_sweeps(None, batch="K")
+    with pytest.raises(ValueError, match="lacks the columns"):
+        fc_analysis.published_batch_sweeps(pd.DataFrame({"M": [1]}))
+    rows = pd.DataFrame([dict(b=b, M=m, N=n, K=4096, dtype=d, time_s=1e-5, tflops=1.0)
+                         for b in (1, 2) for m in (4096, 256) for n in (256, 4096)
+                         for d in ("bfloat16", "float32", "float8_e4m3fn")])
+    rows.attrs["meta"] = {"device": "H100-SXM", "published_by": "OpenXLA"}
+    by_n = fc_analysis.published_batch_sweeps(rows, layers=(4096,))
+    assert set(by_n["dtype"]) == {"bfloat16", "tf32"} and (by_n["M"] == 4096).all()  # no fp8, b = 1 only
+    assert sorted(by_n["N"].unique()) == [256, 4096] and by_n.attrs["meta"]["device"] == "H100-SXM"
+    by_m = fc_analysis.published_batch_sweeps(rows, batch="M", layers=(4096,))
+    assert (by_m["M"] == 4096).all() and sorted(by_m["N"].unique()) == [256, 4096]
+    assert len(fc_analysis.published_batch_sweeps(rows, layers=None)) == 8
 
 
 def test_a_cpu_run_is_never_now():
@@ -297,7 +354,7 @@ def test_analyses_pass_none_through():
                fc_analysis.effects_table, fc_analysis.savings_table):
         assert fn(None) is None, fn.__name__
     assert fc_analysis.crossovers({"ours": None}) is None
-    assert fc_analysis.batch_speedups(None, pk.published("gemm", "V100-SXM2")) is None
+    assert fc_analysis.batch_speedups(None, pk.published("deepbench_gemm", "V100-SXM2")) is None
     note = pk.table(fc_analysis.overhead_table(None), "no GPU here", instead="the CPU run below")
     assert isinstance(note, pk.Note) and note.instead == "the CPU run below"
 
@@ -319,6 +376,7 @@ def test_reader_tables_have_words_and_seconds():
     assert padded["speedup (×)"].to_numpy() == pytest.approx(1.25)
 
 
+@pytest.mark.published
 def test_crossovers_of_deepbench_and_of_a_recording():
     v100 = pk.published_counterparts("fc_batch")["V100-SXM2, 2019"]
     predicted = pk.math_bound_batch(4096, 4096, H100)
@@ -363,9 +421,28 @@ def test_frame_device_reads_the_metadata_like_the_verdicts():
     assert fc_analysis.frame_device(frame).name == "H100-SXM"
 
 
+@pytest.mark.published
 def test_reader_tables_show_seconds_in_the_unit_the_chapter_asks():
     v100 = pk.published_counterparts("fc_batch")["V100-SXM2, 2019"]
     table = pk.table(fc_analysis.crossovers({"DeepBench": v100}), seconds={"fastest_s": "µs"},
                      formats={"fastest (µs)": "{:.0f}"})
     assert "fastest (µs)" in table.shown.columns and "fastest_s" in table.frame.columns
     assert table.shown["fastest (µs)"].iloc[0] == pytest.approx(1e6 * table.frame["fastest_s"].iloc[0])
+
+
+def test_the_h100_crossover_figure_labels_published_points_and_the_model(capsys):
+    rows = pd.DataFrame([dict(b=1, M=4096, N=n, K=4096, dtype=d, time_s=t, tflops=2 * 4096 * n * 4096 / t / 1e12)
+                         for d in ("bfloat16", "float32") for n, t in ((256, 2e-5), (1024, 4e-5), (4096, 1.6e-4))])
+    rows.attrs["meta"] = {"device": "H100-SXM", "device_name": "H100", "published_by": "OpenXLA",
+                          "published_date": "2025", "timing": "CUPTI kernel time: the median"}
+    sweeps = fc_analysis.published_batch_sweeps(rows, layers=(4096,))
+    fig = pk.plots.plot_fc_crossover(sweeps, H100)
+    title = fig._suptitle.get_text()
+    assert "published by OpenXLA" in title and "CUPTI kernel time" in title and "model of H100-SXM" in title
+    assert [ax.get_title() for ax in fig.axes] == ["bfloat16", "tf32"]
+    model_only = pk.plots.plot_fc_crossover(None, H100, missing="how to get the data")
+    assert "the model's prediction only" in model_only._suptitle.get_text()
+    assert "published by" not in model_only._suptitle.get_text()
+    assert "how to get the data" in capsys.readouterr().out
+    with pytest.raises(TypeError, match="spec"):
+        pk.plots.plot_fc_crossover(sweeps, "H100")

@@ -1,12 +1,17 @@
-"""Verdicts computed from data: judge, finding, verdict_table; and the math-bound batch."""
+"""Verdicts computed from data: judge, finding, verdict_table; what each verdict's "now" rests on
+(measured, published, model); and the math-bound batch."""
 
 from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 import perfkit as pk
+from perfkit.experiments.timing_published import launch_bound_bytes
+from perfkit.published_data import HOW_TO_GET, has_published
+from perfkit.verdict import Evidence, book
 
 
 @pytest.mark.parametrize("effect, expected", [(2.0, "holds"), (1.2, "holds"), (1.1, "weaker"), (1.05, "weaker"),
@@ -47,19 +52,190 @@ def test_verdict_table_has_one_row_per_finding_in_order():
     rows = [pk.finding(f"rule {i}", "src", "claim", now=x, holds_at=1.2, gone_below=1.05)
             for i, x in enumerate([1.5, 1.1, 1.0, None])]
     table = pk.verdict_table(rows)
-    assert list(table.columns) == ["rule", "source", "claim", "then", "now", "unit", "verdict", "where"]
+    assert list(table.columns) == ["rule", "source", "claim", "then", "now", "unit", "verdict", "where", "evidence",
+                                   "now_from"]
     assert list(table["verdict"]) == ["holds", "weaker", "gone", "no data yet"]
-    shown = pk.verdict.show(table)
+    assert list(table["evidence"]) == ["measured"] * 3 + [""]
+    shown = pk.verdict.show(table, complete=False)
     assert list(shown.frame.columns) == list(pk.verdict._core.SHOWN.values())
     assert shown.frame["What the guide said"][0] == "claim (src)"
+    assert shown.frame["Now rests on"][0] == "our measurement"
     html = shown._repr_html_()
-    assert html.count("<tr>") == 5 and "<th>Unit</th>" in html and "perfkit-table" in html
+    assert html.count('<tr class="evidence-measured">') == 3 and html.count('<tr class="evidence-none">') == 1
+    assert "<th>Unit</th>" in html and "perfkit-verdicts" in html
     with pytest.raises(ValueError, match="lacks the columns"):
         pk.verdict.show(table.drop(columns="unit"))
     with pytest.raises(ValueError, match="empty"):
         pk.verdict_table([])
     with pytest.raises(TypeError, match="Finding objects"):
         pk.verdict_table([{"rule": "x"}])
+
+
+# --------------------------------------------------------------------------------------------
+# What a verdict's "now" rests on
+
+
+def test_a_measurement_comes_first_then_published_then_the_model():
+    published = Evidence(1.5, "published", "published by X, measured on H100-SXM (2025)", "their sweep")
+    model = Evidence(1.0, "model", "model of H100-SXM", "by construction")
+    kw = dict(holds_at=1.2, gone_below=1.05, where="§1")
+    measured = pk.finding("r", "s", "c", now=1.3, instead=published, on="ours, recorded on H100-SXM on 2026-01-01", **kw)
+    assert (measured.now, measured.verdict, measured.evidence, measured.where) == ("1.30", "holds", "measured", "§1")
+    assert measured.now_from == "ours, recorded on H100-SXM on 2026-01-01"
+    f = pk.finding("r", "s", "c", now=None, instead=published, **kw)
+    assert (f.now, f.verdict, f.evidence, f.now_from, f.where) == ("1.50", "holds", "published",
+                                                                    "published by X, measured on H100-SXM (2025)", "their sweep")
+    g = pk.finding("r", "s", "c", now=None, instead=model, **kw)
+    assert (g.now, g.verdict, g.evidence) == ("1.00", "predicted: gone", "model")
+    assert g.verdict in pk.verdict.PREDICTIONS and g.verdict not in pk.verdict.STATUSES
+    # A published number on its own scale brings its own thresholds.
+    scaled = Evidence(1.8, "published", "published by Y, measured on H800 (2025)", "M 64 → 128", holds_at=1.59, gone_below=1.26)
+    assert pk.finding("r", "s", "c", now=None, instead=scaled, holds_at=4, gone_below=2).verdict == "holds"
+    none = pk.finding("r", "s", "c", now=None, instead=Evidence(None, "model", "model of H100-SXM"), **kw)
+    assert (none.verdict, none.evidence, none.now_from) == ("no data yet", "", "")
+
+
+def test_evidence_refuses_bad_input():
+    with pytest.raises(ValueError, match="kind must be one of"):
+        Evidence(1.0, "measured", "ours")
+    with pytest.raises(ValueError, match="now_from"):
+        Evidence(1.0, "model", "")
+    with pytest.raises(TypeError, match="effect must be a number"):
+        Evidence("big", "model", "model of H100-SXM")
+    with pytest.raises(TypeError, match="instead must be an Evidence"):
+        pk.finding("r", "s", "c", now=None, holds_at=1, gone_below=1, instead=1.5)
+    with pytest.raises(ValueError, match="unknown rule keys"):
+        pk.verdict.fc.findings({}, instead={"batch": None})
+    with pytest.raises(TypeError, match="must be an Evidence"):
+        pk.verdict.gemm.findings({}, instead={"size": 2.0})
+
+
+def test_shown_predictions_are_styled_apart():
+    rows = [pk.finding("measured", "s", "c", now=1.5, on="ours, live on H100-SXM, 2026-01-02", holds_at=1.2, gone_below=1.05),
+            pk.finding("published", "s", "c", now=None, holds_at=1.2, gone_below=1.05,
+                       instead=Evidence(1.1, "published", "published by Z, measured on H200 (2024)", "their kernels")),
+            pk.finding("predicted", "s", "c", now=None, holds_at=1.2, gone_below=1.05,
+                       instead=Evidence(2.0, "model", "model of H100-SXM", "the model's sweep"))]
+    shown = pk.verdict.show(pk.verdict_table(rows), complete=False)
+    html = shown._repr_html_()
+    for kind in ("measured", "published", "model"):
+        assert html.count(f'<tr class="evidence-{kind}">') == 1
+    assert list(shown.frame["Verdict"]) == ["holds", "weaker", "predicted: holds"]
+    assert list(shown.frame["Now rests on"]) == ["ours, live on H100-SXM, 2026-01-02",
+                                                 "published by Z, measured on H200 (2024): their kernels",
+                                                 "model of H100-SXM: the model's sweep"]
+
+
+def test_measured_from_names_our_recording_or_live_run():
+    from perfkit.verdict._frames import measured_from
+
+    frame = pd.DataFrame({"M": [1]})
+    frame.attrs["meta"] = {"device": "H100-SXM", "device_kind": "gpu", "recorded_at": "2026-11-20T10:00:00Z"}
+    assert measured_from(frame) == "ours, recorded on H100-SXM on 2026-11-20"
+    frame.attrs["meta"] = {"device_name": "NVIDIA H100 80GB HBM3", "device_kind": "gpu", "live": True,
+                           "measured_at": "2026-11-21T09:00:00"}
+    assert measured_from(frame) == "ours, live on H100-SXM, 2026-11-21"
+    assert measured_from(None) == "our measurement" and measured_from("a label") == "a label"
+    with pytest.raises(TypeError, match="on must be"):
+        measured_from(3)
+
+
+def _chapters(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    return {c: g.set_index("rule") for c, g in table.groupby("chapter")}
+
+
+def test_without_published_data_every_rule_rests_on_the_model(monkeypatch, tmp_path):
+    monkeypatch.setenv("PERFKIT_PUBLISHED", str(tmp_path))
+    assert not has_published("xla_h100_gemm")
+    table = pk.verdict.book_table()
+    assert set(table["evidence"]) == {"model"}, "no recording and no published data: only predictions"
+    assert set(table["verdict"]) <= set(pk.verdict.PREDICTIONS)
+    assert (table["now_from"] == "model of H100-SXM").all()
+    # No DeepBench either: a "then" is left only where the guide gave its own number (Baidu's RNN posts).
+    assert set(table.loc[table["then"] != "—", "chapter"]) == {"04_recurrent"}
+    text = pk.verdict.book_summary(table)
+    assert f"{len(table)} rules across 5 chapters: 0 measured on our GPUs, 0 published (none), {len(table)} " \
+           "predicted by the model" in text
+    html = pk.verdict.book_table_html(table)
+    assert html.count('<tr class="evidence-model">') == len(table)
+
+
+def test_published_data_decides_at_least_twelve_rules():
+    if not has_published("xla_h100_gemm"):
+        pytest.skip(HOW_TO_GET)
+    table = pk.verdict.book_table()
+    assert (table["evidence"] != "").all(), "every rule rests on a measurement, a publication or the model"
+    published = table[table["evidence"] == "published"]
+    assert len(published) >= 12
+    assert published["now_from"].str.match(r"published by .*, measured on (H100|H200|A100|H800)").all()
+    assert set(published["verdict"]) <= {"holds", "weaker", "gone"}
+    ch = _chapters(table)
+    fc = ch["03_fully_connected"]
+    assert fc.loc["Batch > 128 (V100)", "now_from"] == "published by OpenXLA, measured on H100-SXM (2025)"
+    # The H100's crossover, computed from XLA's rows as the chapter computes it.
+    xla = pk.published("xla_h100_gemm", "H100-SXM")
+    sweep = pk.verdict.fc.h100_sweep(xla, "bfloat16")
+    assert set(sweep["N"]) == {256, 512, 1024, 2048, 4096} and (sweep["M"] == 4096).all()
+    fold = pk.verdict.fc.crossover_fold(sweep, pk.device_spec("H100-SXM"))
+    assert fc.loc["Batch > 128 (V100)", "now"] == f"{fold:.2f}"
+    # Nothing about alignment comes from XLA's powers of two.
+    aligned = table[table["rule"].str.contains("multiple|divisible|Multiples|Pad", case=False)]
+    assert (aligned["evidence"] != "published").all()
+    gemm = ch["02_gemm"]
+    assert gemm.loc["Small minibatch is memory-bound", "now_from"] == "published by DeepGEMM, measured on H800 (2025)"
+    memory = ch["06_memory_limited"]
+    assert memory.loc["Small tensors are launch-bound", "now_from"].startswith("published by gpu-benches, measured on H200")
+    assert memory.loc["Fuse the ops after a GEMM", "evidence"] == "published"
+
+
+def test_published_effects_are_computed_from_the_rows():
+    if not has_published("liger_memory_bound") or not has_published("deepgemm_fp8"):
+        pytest.skip(HOW_TO_GET)
+    fp8 = pk.published("deepgemm_fp8")
+    dense = fp8[fp8["table"].str.startswith("Normal")].drop_duplicates(["M", "N", "K"], keep="last")
+    t = dense.pivot_table(index=["N", "K"], columns="M", values="tflops")
+    assert pk.verdict.gemm.deepgemm_small_m_gain(fp8) == pytest.approx((t[128] / t[64]).median())
+    h100 = pk.device_spec("H100-SXM")
+    liger = pk.published("liger_memory_bound")
+    e = pk.verdict.memory.liger_effects(liger, h100)
+    fused = liger[(liger["device"] == "H100-SXM") & liger["provider"].isin(["liger", "liger_fused_add_rms_norm"])
+                  & (liger["mode"] == "forward") & liger["io_bytes_fwd"].notna()]
+    big = fused.loc[fused.groupby("kernel")["x_value"].idxmax()]
+    gbps = big["io_bytes_fwd"] / big["time_s"]  # Liger's lower-bound bytes: within 1 % of the byte model's
+    assert e["near_copy"] == pytest.approx(gbps.max() / h100.mem_bandwidth, rel=0.01) and e["near_copy"] < 1
+    assert e["spread"] == pytest.approx(gbps.min() / gbps.max(), rel=0.01)
+    norm = big.set_index("kernel").loc["layer_norm"]
+    assert e["bn_saving"] == pytest.approx(1.5 * norm["io_bytes_fwd"] / norm["time_s"] / h100.mem_bandwidth)
+    assert e["fusion_gain"] > 1 and 0.5 < e["fusion_realised"] < 2
+    assert pk.verdict.memory.liger_effects(None, h100)["spread"] is None
+    small = pk.published("gpu_benches_small_kernels")
+    knee = pk.verdict.memory.launch_knee(small)
+    assert knee == pytest.approx(launch_bound_bytes(small, "launch", 2.0) / 1e6) and 1 < knee < 100
+    assert pk.verdict.memory.launch_knee(None) is None
+
+
+def test_alternatives_fall_back_to_the_model_rule_by_rule():
+    for name in book.CHAPTERS:
+        module = getattr(pk.verdict, name)
+        alt = module.alternatives({})
+        rules = module.RULES if hasattr(module, "RULES") else module.EFFECTS
+        assert list(alt) == list(rules)
+        assert all(e is not None and e.kind == "model" and e.now_from == "model of H100-SXM" for e in alt.values())
+        table = pk.verdict_table(module.findings({}, instead=alt))
+        assert (table["evidence"] == "model").all() and table["verdict"].str.startswith("predicted: ").all()
+        assert len(table) == len(pk.verdict_table(module.findings({})))
+
+
+def test_show_completes_a_chapter_table_like_the_book():
+    table = pk.verdict_table(pk.verdict.conv.findings({}))
+    assert (table["verdict"] == "no data yet").all()
+    shown = pk.verdict.show(table)
+    assert shown.frame["Verdict"].str.startswith("predicted: ").all()
+    assert '<tr class="evidence-model">' in shown._repr_html_()
+    book_rows = pk.verdict.book_table().query("chapter == '05_convolutions'")
+    assert list(shown.frame["Now"]) == list(book_rows["now"])
+    other = pk.verdict_table([pk.finding("not a book rule", "s", "c", now=None, holds_at=1, gone_below=1)])
+    assert list(pk.verdict.show(other).frame["Verdict"]) == ["no data yet"]
 
 
 def test_math_bound_batch_reproduces_nvidias_v100_rule_and_grows_with_the_ridge():

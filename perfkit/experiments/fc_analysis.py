@@ -18,8 +18,9 @@ from ..devices import DeviceSpec, current_device, gpu_of_meta, is_cpu_meta
 from ..roofline import batch_crossover, math_bound_batch
 from ..then_now import speedups
 
-__all__ = ["SWEEP_NAMES", "batch_speedups", "crossovers", "effects_table", "feature_effects",
-           "frame_device", "overhead_table", "pass_overhead", "savings_table", "vocab_savings"]
+__all__ = ["SWEEP_NAMES", "XLA_DTYPES", "batch_speedups", "crossovers", "effects_table", "feature_effects",
+           "frame_device", "overhead_table", "padded_shapes", "pass_overhead", "published_batch_sweeps",
+           "savings_table", "square_layers", "vocab_savings"]
 
 #: The swept dimension of ``fc_features`` in words.
 SWEEP_NAMES = {"in": "inputs", "out": "outputs", "batch": "batch"}
@@ -128,7 +129,7 @@ def crossovers(frames: Mapping[str, pd.DataFrame | None]) -> pd.DataFrame | None
     """Measured and predicted crossover batch of each named batch sweep (``fc_batch`` or published
     GEMMs), one row per frame and layer (M, K, dtype) of :func:`perfkit.batch_crossover`.
 
-    Columns: data (the name), device, layer ("I→O"), ``fastest_s`` (seconds), "best TFLOP/s",
+    Columns: data (the name), device, layer ("I→O"), dtype, ``fastest_s`` (seconds), "best TFLOP/s",
     "measured crossover" and "predicted crossover" (:func:`perfkit.math_bound_batch` on the frame's
     device, :func:`frame_device`; NaN where the device is unknown). None frames are left out; pure:
     None if none is left.
@@ -142,7 +143,7 @@ def crossovers(frames: Mapping[str, pd.DataFrame | None]) -> pd.DataFrame | None
             predicted = None if spec is None else math_bound_batch(int(r.K), int(r.M), spec, str(r.dtype))
             rows.append({"data": name, "device": spec.name if spec is not None else
                          str((frame.attrs.get("meta") or {}).get("device_name", "unknown")),
-                         "layer": f"{r.K}→{r.M}", "fastest_s": r.floor_s,
+                         "layer": f"{r.K}→{r.M}", "dtype": r.dtype, "fastest_s": r.floor_s,
                          "best TFLOP/s": r.best_tflops, "measured crossover": r.crossover_batch,
                          "predicted crossover": float("nan") if predicted is None else float(predicted)})
     return pd.DataFrame(rows) if rows else None
@@ -156,3 +157,64 @@ def batch_speedups(now: pd.DataFrame | None, then: pd.DataFrame | None) -> pd.Da
         return None
     return pd.DataFrame({"batch": s["N"], "layer": s["K"].astype(str) + "→" + s["M"].astype(str),
                          "then_s": s["then_s"], "now_s": s["now_s"], "speedup (×)": s["speedup"]})
+
+
+#: The dtypes of XLA's H100 GEMM table that a sweep may use, by their math (its fp8 rows are not
+#: trustworthy, see the published README); its float32 GEMMs ran as TF32.
+XLA_DTYPES = {"bfloat16": "bfloat16", "float32": "tf32"}
+
+
+def published_batch_sweeps(frame: pd.DataFrame | None, *, batch: str = "N",
+                           layers: tuple[int, ...] | None = (1024, 2048, 4096)) -> pd.DataFrame | None:
+    """Batch sweeps of layers read from XLA's published H100 GEMMs (``pk.published("xla_h100_gemm")``):
+    one GEMM per launch (b = 1), bf16 and f32 (``dtype`` = the math dtype: ``"bfloat16"``, ``"tf32"``),
+    in ``fc_batch``'s columns: ``M`` = outputs, ``N`` = batch, ``K`` = inputs, ``time_s`` (seconds,
+    XLA's CUPTI kernel time), ``tflops``.
+
+    ``batch`` is the GEMM dimension read as the batch, the one small dimension of a layer: ``"N"``
+    (``y = W·x``, perfkit's forward GEMM) or ``"M"`` (``y = x·W``, rows of activations); the other
+    two are the layer's features. ``layers``: the square layers kept (inputs = outputs), None for
+    every pair. The frame keeps the publisher's metadata, so :func:`crossovers` finds its GPU. Pure:
+    None in, None out.
+    """
+    if batch not in ("N", "M"):
+        raise ValueError(f"batch must be 'N' or 'M' (the XLA dimension read as the batch), got {batch!r}")
+    if frame is None:
+        return None
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"frame must be XLA's published GEMM table (a DataFrame) or None, got {type(frame).__name__}")
+    missing = [c for c in ("b", "M", "N", "K", "dtype", "time_s", "tflops") if c not in frame.columns]
+    if missing:
+        raise ValueError(f"frame lacks the columns {missing}; pass pk.published('xla_h100_gemm')")
+    rows = frame[(frame["b"] == 1) & frame["dtype"].isin(list(XLA_DTYPES))]
+    out = pd.DataFrame({"M": rows["M" if batch == "N" else "N"], "N": rows[batch], "K": rows["K"],
+                        "dtype": rows["dtype"].map(XLA_DTYPES), "time_s": rows["time_s"],
+                        "tflops": rows["tflops"]})
+    if layers is not None:
+        out = out[(out["M"] == out["K"]) & out["M"].isin(list(layers))]
+    out = out.sort_values(["dtype", "M", "K", "N"], ascending=[True, False, False, True]).reset_index(drop=True)
+    out.attrs = dict(frame.attrs)
+    return out if len(out) else None
+
+
+def square_layers(frame: pd.DataFrame | None, *, dtype: str = "float16", wider_than: int = 512) -> pd.DataFrame | None:
+    """DeepBench's GEMMs of square layers (M = K, NN layout) in ``dtype``, wider than ``wider_than``:
+    batch sweeps that :func:`crossovers` reads. Pure: None in, None out (also when none is left)."""
+    if frame is None:
+        return None
+    rows = frame[(frame["M"] == frame["K"]) & (frame["layout"] == "NN") & (frame["dtype"] == dtype)
+                 & (frame["M"] > wider_than)]
+    return rows if len(rows) else None
+
+
+def padded_shapes(frame: pd.DataFrame | None) -> pd.DataFrame | None:
+    """DeepBench's GEMMs whose sizes its benchmark padded before running them (``M`` or ``N`` as run
+    differs from the sheet's), one row per shape and layout: "M in the sheet", "M as run", "N in
+    the sheet", "N as run", K, layout, dtype. Pure: None in, None out (also when none was padded)."""
+    if frame is None:
+        return None
+    rows = frame[(frame["M"] != frame["M_sheet"]) | (frame["N"] != frame["N_sheet"])]
+    rows = rows.drop_duplicates(["M_sheet", "N_sheet", "layout"])
+    out = pd.DataFrame({"M in the sheet": rows["M_sheet"], "M as run": rows["M"], "N in the sheet": rows["N_sheet"],
+                        "N as run": rows["N"], "K": rows["K"], "layout": rows["layout"], "dtype": rows["dtype"]})
+    return out.reset_index(drop=True) if len(out) else None

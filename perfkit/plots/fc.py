@@ -15,17 +15,19 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from ..devices import DeviceSpec
 from ..gemm_model import predict_gemm_time
-from ..provenance import Source, caption, modelled
+from ..provenance import Source, caption, modelled, source_of
 from ..roofline import arithmetic_intensity, batch_crossover, math_bound_batch
 from ..display import Note
 from ._common import (book_figure, frame_source, heading, legend_name, named_frames, new_figure,
                       no_data, say, single_axes, time_axis)
 
-__all__ = ["plot_fc_batch", "plot_fc_features", "plot_fc_passes", "plot_fc_widths", "plot_vocab_padding"]
+__all__ = ["plot_fc_batch", "plot_fc_crossover", "plot_fc_features", "plot_fc_passes", "plot_fc_widths",
+           "plot_vocab_padding"]
 
 _PHASES = ("forward", "dgrad", "wgrad")
 
@@ -155,6 +157,62 @@ def plot_fc_batch(frame: pd.DataFrame | None, source: Source | str | None = None
         ax.legend(fontsize=7)
     sources = caption(labels) + "".join(f"; {m}" for m in dict.fromkeys(str(modelled(s)) for s in specs))
     heading(fig, f"Batch size: the forward GEMM of a {I}→{O} layer, {dtype}", sources)
+    return fig
+
+
+@book_figure
+def plot_fc_crossover(frame: pd.DataFrame | None, spec: DeviceSpec, *, missing: str = "",
+                      layers: Iterable[int] = (1024, 2048, 4096), dtypes: Iterable[str] = ("bfloat16", "tf32")
+                      ) -> Figure:
+    """TFLOP/s against the batch of square layers' forward GEMMs, one panel per dtype: published
+    measurements (``frame``, from :func:`perfkit.experiments.fc_analysis.published_batch_sweeps`:
+    points, and their measured crossover dotted) against the model of ``spec`` (dashed lines, and
+    :func:`perfkit.math_bound_batch` as a dashed vertical). Without ``frame`` it draws the model
+    alone, labelled as such, beside a note saying ``missing`` (e.g. how to get the data)."""
+    if not isinstance(spec, DeviceSpec):
+        raise TypeError(f"spec must be a DeviceSpec (pk.device_spec('H100-SXM')), got {spec!r}")
+    if frame is not None and not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"frame must be a batch-sweep DataFrame or None, got {type(frame).__name__}")
+    ours = frame is not None and len(frame) > 0
+    if ours:
+        layers, dtypes = sorted({int(m) for m in frame["M"]}), list(dict.fromkeys(frame["dtype"]))
+    else:
+        layers, dtypes = sorted(int(m) for m in layers), list(dtypes)
+        say(missing or "no published measurements were given", title="Model only",
+            instead="the model's prediction, drawn below")
+    fig, axes = new_figure(1, len(dtypes), height=4.6)
+    grid = np.unique(np.geomspace(64, 8192, 40).round().astype(int))
+    for ax, dtype in zip(axes[0], dtypes):
+        for i, width in enumerate(layers):
+            color = f"C{i}"
+            t = np.array([predict_gemm_time(width, int(b), width, dtype, spec) for b in grid])
+            ax.plot(grid, 2.0 * width * width * grid / t / 1e12, "--", color=color, lw=1)
+            b = math_bound_batch(width, width, spec, dtype)
+            if b is not None:
+                ax.axvline(b, color=color, ls="--", lw=0.8, alpha=0.6)
+            g = frame[(frame["M"] == width) & (frame["K"] == width) & (frame["dtype"] == dtype)] if ours else []
+            if len(g):
+                g = g.sort_values("N")
+                ax.plot(g["N"], g["tflops"], "o", color=color, ms=5)
+                ax.axvline(batch_crossover(g).iloc[0]["crossover_batch"], color=color, ls=":", lw=1.5)
+        ax.set_title(dtype, fontsize=9)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("batch (the small GEMM dimension)")
+        ax.set_ylabel("TFLOP/s")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, which="both", alpha=0.25)
+    handles = [Line2D([], [], color=f"C{i}", lw=3, label=f"{w} → {w}") for i, w in enumerate(layers)]
+    handles += [Line2D([], [], color="gray", ls="--", lw=1, label="model; vertical: pk.math_bound_batch")]
+    if ours:
+        handles += [Line2D([], [], color="gray", ls="", marker="o", label="published"),
+                    Line2D([], [], color="gray", ls=":", lw=1.5, label="measured crossover")]
+    fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=7, frameon=False)
+    parts = {"points": source_of(frame) if ours else None, "lines": modelled(spec)}
+    timing = str((frame.attrs.get("meta") or {}).get("timing") or "").split(":")[0] if ours else ""
+    what = (f"published measurements{f' ({timing})' if timing else ''} against the model" if ours
+            else "the model's prediction only")
+    heading(fig, f"Square layers on {spec.name}: where the forward GEMM turns math-bound, {what}",
+            caption(parts))
     return fig
 
 

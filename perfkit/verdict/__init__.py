@@ -7,24 +7,30 @@ that :func:`judge` computes from the "now" number:
 - ``"holds"``: the effect is still at least ``holds_at``;
 - ``"weaker"``: it is still there, but below ``holds_at``;
 - ``"gone"``: it is below ``gone_below`` (e.g. a speedup under 1.1×: noise, not a rule);
-- ``"no data yet"``: nothing was measured or recorded on a current GPU.
+- ``"no data yet"``: nothing was measured, published or predicted for a current GPU.
+
+Each verdict says what its "now" rests on (``evidence``), strongest first: our own GPU run, live or
+recorded (``"measured"``); a third party's published measurement of a current GPU (``"published"``:
+H100, H200, A100, H800); else the model's prediction for an H100 (``"model"``), whose verdict
+reads ``"predicted: holds"`` and is styled apart. ``now_from`` names the device and the source.
 
 An *effect* is a number where larger means the rule matters more: the speedup from following it
 (slow ÷ fast time), or the fraction of the best throughput reached at the rule's threshold.
 Nothing here measures. One module per chapter (``perfkit.verdict.fc`` …) computes that
 chapter's findings from the frames it is handed (``findings(frames)``), so the chapter and the
 book-wide table (:func:`book_table`) share one computation; only each module's ``frames()``
-reads ``data/``, for that table: recordings, never a live run.
+reads ``data/``, for that table: recordings, never a live run, and its ``modern_frames()`` the
+published tables its ``alternatives()`` compute published or predicted "now"s from.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from ._core import STATUSES, Finding, finding, judge, show, verdict_table
+from ._core import EVIDENCE, PREDICTIONS, STATUSES, VERDICTS, Evidence, Finding, finding, judge, show, verdict_table
 
-__all__ = ["STATUSES", "Finding", "book_table", "book_table_html", "book_summary", "finding", "judge", "show",
-           "verdict_table"]
+__all__ = ["EVIDENCE", "PREDICTIONS", "STATUSES", "VERDICTS", "Evidence", "Finding", "book_table", "book_table_html",
+           "book_summary", "chapter_table", "finding", "judge", "show", "verdict_table"]
 
 
 def book_table() -> pd.DataFrame:
@@ -32,6 +38,15 @@ def book_table() -> pd.DataFrame:
     from .book import book_table as _table
 
     return _table()
+
+
+def chapter_table(chapter: str, frames: dict | None = None) -> pd.DataFrame:
+    """Chapter ``chapter``'s verdict table (``"fc"``, …) from ``frames`` (default: its recordings),
+    every rule nothing measured completed with a published or predicted "now" (see
+    :mod:`perfkit.verdict.book`)."""
+    from .book import chapter_findings
+
+    return chapter_findings(chapter, frames)
 
 
 def book_table_html(table: pd.DataFrame, *, root: str = "chapters/") -> str:

@@ -40,4 +40,31 @@ def spec_of(frame: pd.DataFrame | None) -> DeviceSpec | None:
     return gpu_of_meta(frame.attrs.get("meta") or {})
 
 
-__all__ = ["gpu_rows", "is_cpu", "recorded", "spec_of"]
+def measured_from(on: pd.DataFrame | str | None) -> str:
+    """What a measured "now" rests on, in words: ``"ours, recorded on H100-SXM on 2026-02-01"``,
+    ``"ours, live on H100-SXM, 2026-02-01"`` (:class:`perfkit.provenance.Source`'s label of the
+    frame, with perfkit's device name); a string is returned as it is; without a frame or its
+    metadata, ``"our measurement"``."""
+    from ..provenance import Source
+
+    if isinstance(on, str):
+        return on
+    if on is None:
+        return "our measurement"
+    if not isinstance(on, pd.DataFrame):
+        raise TypeError(f"on must be the DataFrame the effect was computed from, a label or None, got "
+                        f"{type(on).__name__}")
+    meta = on.attrs.get("meta") or {}
+    if not meta:
+        return "our measurement"
+    spec = spec_of(on)
+    device = spec.name if spec is not None else str(meta.get("device_name") or "a GPU")
+    if meta.get("live"):
+        source = Source("live", device, str(meta.get("measured_at") or "")[:10] or "today")
+    else:
+        source = Source("recorded", device, str(meta.get("recorded_at") or "")[:10] or "an unknown date",
+                        complete=bool(meta.get("complete", True)))
+    return f"ours, {source.label}"
+
+
+__all__ = ["gpu_rows", "is_cpu", "measured_from", "recorded", "spec_of"]

@@ -10,6 +10,9 @@
 
 :func:`effects` computes every effect (ratios where larger means the rule matters more; for the
 model, 1.0 means exact agreement) with :mod:`perfkit.experiments.conv_analysis`.
+
+No published measurement of convolutions on a current GPU exists here, so where nothing was
+measured :func:`alternatives` gives each rule the model's prediction for an H100, labelled as such.
 """
 
 from __future__ import annotations
@@ -19,11 +22,14 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from ..devices import device_spec
+from ..devices import DeviceSpec, device_spec
 from ..experiments import conv_analysis as ca
+from ..experiments.conv import STEMS
+from ..memory_model import memory_time
 from ..provenance import published_counterparts
 from ..then_now import CONV_SHAPE, speedups
-from ._core import Finding, finding
+from ._core import Evidence, Finding, finding, instead_of
+from ._evidence import as_measured, from_model, today
 from ._frames import gpu_rows, recorded
 
 TITLE = "Convolutions"
@@ -137,39 +143,106 @@ def effects(frames: Mapping[str, pd.DataFrame | None]) -> dict[str, float | None
             "generation_now": _generation(f["conv_deepbench"], v100)}
 
 
-def findings(frames: Mapping[str, pd.DataFrame | None]) -> list[Finding]:
-    """One Finding per rule of the chapter, from frames (None where not measured)."""
+#: The published tables of current GPUs the verdicts can rest on: none measures convolutions.
+MODERN: tuple[str, ...] = ()
+#: The keys of :func:`alternatives`, one per rule in the order of :func:`findings`.
+RULES: tuple[str, ...] = ("agreement", "align_fp16", "align_tf32", "tile_gain", "pad4", "four_vs_8", "pad_cost",
+                          "nhwc", "bench", "batch_gain", "generation")
+#: The first-layer variants the model prices: (channels, how the input is padded).
+FIRST_LAYER = ((3, "none"), (4, "once"), (4, "every step"), (8, "once"), (8, "every step"))
+
+
+def modern_frames() -> dict[str, pd.DataFrame | None]:
+    """The published tables of :data:`MODERN`: none (no current GPU's convolutions are published here)."""
+    return {}
+
+
+def predicted_first_layer(spec: DeviceSpec, *, batch: int = 32, size: int = 224, dtype: str = "float16"
+                          ) -> pd.DataFrame:
+    """The model's ``conv_first_layer`` on ``spec``, forward+backward of the 7×7/2 stem (K = 64): the
+    convolution that runs on ``channels`` (its forward and wgrad GEMMs), plus, padded "every step",
+    the copy of the 3-channel input into ``channels`` (read 3, write ``channels``, at the memory model's
+    bandwidth and latency)."""
+    R, stride, pad = STEMS["7×7/2"]
+    rows = []
+    for c, how in FIRST_LAYER:
+        run = ca.conv_shape(batch, c, size, size, 64, R, R, stride, pad)
+        t = ca.model_row(run, "forward+backward", dtype, spec)["predicted_s"]
+        if how == "every step":
+            t += memory_time(batch * size * size * (3 + c) * 2, spec)
+        rows.append({"stem": "7×7/2", "phase": "forward+backward", "channels": c, "input_padding": how, "time_s": t})
+    return pd.DataFrame(rows)
+
+
+def alternatives(published: Mapping[str, pd.DataFrame | None] | None = None,
+                 spec: DeviceSpec | None = None) -> dict[str, Evidence | None]:
+    """Each rule's "now" where nothing was measured (keys :data:`RULES`): the model's prediction for
+    ``spec`` (default: the H100 SXM); no published measurement of a current GPU's convolutions
+    exists, so ``published`` is not read."""
+    spec = today(spec)
+    channels = _channels(as_measured(ca.predicted_channels(spec)))
+    first = _first_layer(predicted_first_layer(spec))
+    params = as_measured(ca.predicted_params(spec))
+    v100 = ca.predicted_params(device_spec("V100-SXM2"))["predicted_s"]
+    generation = _median(v100 / params["predicted_s"])
+    alike = "the model has no layout term: NCHW and NHWC are priced alike"
+    return {
+        "agreement": from_model(1.0, spec, "by construction: the model prices a convolution as its implicit GEMMs"),
+        "align_fp16": from_model(channels["align_fp16"], spec, "align_gain, float16; the model has no alignment term"),
+        "align_tf32": from_model(channels["align_tf32"], spec, "align_gain, tf32; the model has no alignment term"),
+        "tile_gain": from_model(channels["tile_gain"], spec, "tile_gain of the model's channel sweep, float16"),
+        "pad4": from_model(first["pad4"], spec, "7×7/2 stem, forward+backward: C = 3 ÷ C = 4 (more work, no "
+                                                "alignment term)"),
+        "four_vs_8": from_model(first["four_vs_8"], spec, "7×7/2 stem: time of C = 8 ÷ C = 4"),
+        "pad_cost": from_model(first["pad_cost"], spec, "7×7/2 stem: the per-step copy priced by the byte model"),
+        "nhwc": from_model(1.0, spec, alike),
+        "bench": from_model(1.0, spec, "the model always picks the best tile, as autotuning would: no gain"),
+        "batch_gain": from_model(_batch_gain(params), spec, "TFLOP/s at batch 16 ÷ at batch 8, the model's "
+                                                            "conv_params sweep"),
+        "generation": from_model(generation, spec, "the model's V100 ÷ its H100, conv_params layers"),
+    }
+
+
+def findings(frames: Mapping[str, pd.DataFrame | None], *,
+             instead: Mapping[str, Evidence | None] | None = None) -> list[Finding]:
+    """One Finding per rule of the chapter, from frames (None where not measured); ``instead``
+    (:func:`alternatives`) gives a predicted "now" to the rules nothing measured."""
     e = effects(frames)
+    alt = instead_of(instead, RULES)
+    f = _checked(frames)
     guide, gain = "NVIDIA conv guide", dict(holds_at=1.1, gone_below=1.03)
     return [
         finding("A convolution is its implicit GEMMs", f"{guide}; CUTLASS",
                 "each pass costs what the GEMM model prices its GEMM at", then=e["agreement_then"],
                 now=e["agreement_now"], holds_at=0.67, gone_below=0.33, fmt="{:.2f}",
-                where="§1: model ÷ measured, folded"),
+                where="§1: model ÷ measured, folded", on=f["conv_passes"], instead=alt["agreement"]),
         finding("Channels divisible by 8 (FP16)", guide, "aligned C = K is faster", now=e["align_fp16"], **gain,
-                where="§2: align_gain, float16"),
+                where="§2: align_gain, float16", on=f["conv_channels"], instead=alt["align_fp16"]),
         finding("Channels divisible by 4 (TF32)", guide, "aligned C = K is faster", now=e["align_tf32"], **gain,
-                where="§2: align_gain, tf32"),
+                where="§2: align_gain, tf32", on=f["conv_channels"], instead=alt["align_tf32"]),
         finding("Channels divisible by 64 or 256", guide, "better tiling", now=e["tile_gain"], **gain,
-                where="§2: tile_gain, float16"),
+                where="§2: tile_gain, float16", on=f["conv_channels"], instead=alt["tile_gain"]),
         finding("Pad the first layer's 3 channels to 4", guide, "faster with stride 2", now=e["pad4"], **gain,
-                where="§3: 7×7/2, forward+backward"),
+                where="§3: 7×7/2, forward+backward", on=f["conv_first_layer"], instead=alt["pad4"]),
         finding("… and 4 channels suffice", guide, "4 as fast as 8 with stride 2", now=e["four_vs_8"],
-                holds_at=0.95, gone_below=0.8, where="§3: time of 8 ÷ 4"),
+                holds_at=0.95, gone_below=0.8, where="§3: time of 8 ÷ 4", on=f["conv_first_layer"],
+                instead=alt["four_vs_8"]),
         finding("Pad the input once, not every step", "perfkit (pk.padded_conv2d)", "F.pad on every step costs time",
-                now=e["pad_cost"], holds_at=1.05, gone_below=1.01, where="§3: every step ÷ once, 4 channels"),
+                now=e["pad_cost"], holds_at=1.05, gone_below=1.01, where="§3: every step ÷ once, 4 channels",
+                on=f["conv_first_layer"], instead=alt["pad_cost"]),
         finding("Prefer NHWC", guide, "NHWC faster than NCHW", now=e["nhwc_gain"], **gain,
-                where="§4: median over layers"),
+                where="§4: median over layers", on=f["conv_layout"], instead=alt["nhwc"]),
         finding("Enable cudnn.benchmark", guide, "autotuned steady state faster", now=e["bench_gain"], **gain,
-                where="§4: median over layers"),
+                where="§4: median over layers", on=f["conv_layout"], instead=alt["bench"]),
         finding("Larger sizes: more efficient, not faster", guide, "batch 16 vs 8: throughput",
                 then=e["batch_gain_then"], now=e["batch_gain_now"], holds_at=1.15, gone_below=1.03,
-                where="§5: TFLOP/s ratio"),
+                where="§5: TFLOP/s ratio", on=f["conv_params"], instead=alt["batch_gain"]),
         finding("A newer GPU runs the same layers faster", "Baidu DeepBench",
                 "median forward speedup over the previous GPU", then=e["generation_then"], now=e["generation_now"],
-                holds_at=2, gone_below=1.1, where="§6: then V100 ÷ P100, now ours ÷ V100"),
+                holds_at=2, gone_below=1.1, where="§6: then V100 ÷ P100, now ours ÷ V100", on=f["conv_deepbench"],
+                instead=alt["generation"]),
     ]
 
 
-__all__ = ["CHAPTER", "EFFECTS", "EXPERIMENTS", "PUBLISHED", "TITLE", "effects", "findings", "frames",
-           "published_frames"]
+__all__ = ["CHAPTER", "EFFECTS", "EXPERIMENTS", "MODERN", "PUBLISHED", "RULES", "TITLE", "alternatives", "effects",
+           "findings", "frames", "modern_frames", "predicted_first_layer", "published_frames"]

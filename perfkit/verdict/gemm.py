@@ -5,6 +5,10 @@ where nothing was measured) and Baidu DeepBench's published V100 GEMMs ("then").
 *effect* is a number where larger means the rule matters more; the helpers below compute them
 from any frame with the experiment's columns, so the chapter, the book-wide table and the tests
 share one computation. Times are seconds.
+
+Where nothing was measured, :func:`alternatives` gives each rule a published "now" (OpenXLA's
+H100 GEMMs, DeepGEMM's H800 fp8 GEMMs) where one measures it, else the model's prediction for an
+H100; ``findings(frames, instead=alternatives(modern_frames()))`` uses them.
 """
 
 from __future__ import annotations
@@ -15,11 +19,14 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from .. import data
+from ..devices import DeviceSpec
+from ..experiments.common import predicted_s
 from ..experiments.gemm import alignment_penalty
-from ..quantization import alignment
+from ..published_data import published
+from ..quantization import alignment, wave_quantization
 from ..then_now import counterpart, layout_spread
-from ._core import Finding, finding
+from ._core import Evidence, Finding, finding, instead_of as _instead
+from ._evidence import from_model, from_published, frame_of, modern, prefer, today, xla_rows
 from ._frames import gpu_rows, is_cpu, recorded
 
 TITLE = "Matrix multiplication"
@@ -44,7 +51,7 @@ def frames() -> dict[str, pd.DataFrame | None]:
     no recording, and DeepBench's published V100 GEMMs under :data:`PUBLISHED`."""
     out = recorded(EXPERIMENTS)
     try:
-        out[PUBLISHED] = data.published("gemm", THEN_GPU)
+        out[PUBLISHED] = published("deepbench_gemm", THEN_GPU)
     except LookupError:
         out[PUBLISHED] = None
     return out
@@ -169,12 +176,123 @@ def _then(published: pd.DataFrame | None, experiment: str) -> pd.DataFrame | Non
     return rows if len(rows) else None
 
 
-def findings(frames: Mapping[str, pd.DataFrame | None]) -> list[Finding]:
+#: The published tables of current GPUs the verdicts can rest on (see :func:`alternatives`).
+MODERN: tuple[str, ...] = ("xla_h100_gemm", "deepgemm_fp8")
+#: The keys of :func:`alternatives`, one per rule in the order of :func:`findings`.
+RULES: tuple[str, ...] = ("alignment", "size", "tile", "waves", "layout", "small_n")
+#: DeepGEMM's two smallest M (rows of tokens): throughput at the larger ÷ at the smaller is 2.0
+#: where the GEMM is memory-bound throughout.
+DEEPGEMM_SMALL_M = (64, 128)
+
+
+def modern_frames() -> dict[str, pd.DataFrame | None]:
+    """The published tables of :data:`MODERN` (None where the published-data folder lacks one)."""
+    return modern(MODERN)
+
+
+def deepgemm_small_m_gain(frame: pd.DataFrame | None) -> float | None:
+    """DeepGEMM's dense fp8 GEMMs (:func:`perfkit.experiments.gemm_published.deepgemm_dense`, its
+    latest README): median over its (N, K) of TFLOP/s at M = 128 ÷ at M = 64 (2.0: memory-bound,
+    the time does not grow with M; 1.0: math-bound). None without both M."""
+    from ..experiments.gemm_published import deepgemm_dense
+
+    dense = deepgemm_dense(frame) if frame is not None and len(frame) else None
+    if dense is None or not len(dense):
+        return None
+    t = dense.pivot_table(index=["N", "K"], columns="M", values="tflops")
+    small, large = DEEPGEMM_SMALL_M
+    if small not in t.columns or large not in t.columns:
+        return None
+    return _finite((t[large] / t[small]).median())
+
+
+def published_size_effect(xla: pd.DataFrame | None) -> float | None:
+    """Bigger GEMMs in XLA's H100 table (one GEMM per launch): the smaller over bf16 and TF32 of
+    :func:`perfkit.experiments.gemm_published.size_effect` (median TFLOP/s above 100 GFLOP ÷ below
+    1 GFLOP). None without the rows."""
+    from ..experiments.gemm_published import size_effect as published_size
+
+    effects = [published_size(xla, d) for d in ("bfloat16", "tf32")] if xla is not None else []
+    effects = [e for e in effects if e is not None]
+    return min(effects) if effects else None
+
+
+def _model_rows(points, spec: DeviceSpec, dtype: str = "float16", tile=None, **columns) -> pd.DataFrame:
+    """A frame of the model's times (``time_s``, ``tflops``) for GEMM ``points`` (M, N, K, extra dict)."""
+    rows = []
+    for M, N, K, extra in points:
+        t = predicted_s(M, N, K, dtype, spec, tile)
+        rows.append({"M": M, "N": N, "K": K, "dtype": dtype, "time_s": t, "tflops": 2.0 * M * N * K / t / 1e12,
+                     **columns, **extra})
+    return pd.DataFrame(rows)
+
+
+def predicted_frames(spec: DeviceSpec) -> dict[str, pd.DataFrame]:
+    """The model's version of each experiment of :data:`EXPERIMENTS` but the transposes (the model
+    has no layout term) on ``spec``, with the experiments' GPU shapes, float16."""
+    sizes = [256, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384]
+    tile = (256, 128)
+    M_tiles = spec.sms * tile[0]
+    a = max(d for d in range(1, 17) if spec.sms % d == 0)
+    wave_n = range(64, int(round(3.3 * spec.sms / a)) * tile[1] + 1, 64)
+
+    def waves(M: int, N: int) -> dict:
+        return {"waves": wave_quantization(M, N, tile, spec.sms).waves}
+
+    return {
+        "gemm_sizes": _model_rows([(n, n, 4096, {}) for n in sizes] + [(4096, 4096, k, {}) for k in sizes], spec),
+        "gemm_alignment": _model_rows([(4096, 4096, k, {"aligned": k % 8 == 0}) for k in range(4088, 4105)], spec),
+        "gemm_tile_quantization": _model_rows([(M_tiles, n, 2048, waves(M_tiles, n))
+                                               for n in range(64, 8 * tile[1] + 1, 16)], spec, tile=tile),
+        "gemm_waves": _model_rows([(tile[0] * a, n, 4096, waves(tile[0] * a, n)) for n in wave_n], spec, tile=tile),
+        "gemm_small_n": _model_rows([(SKINNY_MK, n, SKINNY_MK, {}) for n in
+                                     (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256)], spec),
+    }
+
+
+def alternatives(published: Mapping[str, pd.DataFrame | None] | None,
+                 spec: DeviceSpec | None = None) -> dict[str, Evidence | None]:
+    """Each rule's "now" where nothing was measured (keys :data:`RULES`): a published measurement
+    of a current GPU where one measures the rule, else the model's prediction for ``spec``
+    (default: the H100 SXM). ``published`` maps the names of :data:`MODERN` to their frames (None
+    or absent: not available, e.g. without the published-data folder)."""
+    spec = today(spec)
+    model = predicted_frames(spec)
+    xla = xla_rows(frame_of(published, "xla_h100_gemm"))
+    fp8 = frame_of(published, "deepgemm_fp8")
+    small, large = DEEPGEMM_SMALL_M
+    # Full memory-bound growth is 2× per doubling of M; the chapter's 8× rule (holds at 4×, gone
+    # under 2×: 2/3 and 1/3 of the doublings) scaled to one doubling.
+    one_doubling = dict(holds_at=2 ** (2 / 3), gone_below=2 ** (1 / 3))
+    return {
+        "alignment": from_model(alignment_effect(model["gemm_alignment"]), spec,
+                                "unaligned ÷ aligned K around 4096; the model has no alignment term"),
+        "size": prefer(
+            from_published(published_size_effect(xla), xla, "CUPTI kernel time; one GEMM per launch: median TFLOP/s above "
+                           "100 GFLOP ÷ below 1 GFLOP, the smaller of bf16 and TF32"),
+            from_model(size_effect(model["gemm_sizes"]), spec, "the chapter's size sweeps, float16")),
+        "tile": from_model(quantization_effect(model["gemm_tile_quantization"]), spec,
+                           "first 16 columns of a new tile column, forced 256×128 tiles"),
+        "waves": from_model(quantization_effect(model["gemm_waves"]), spec,
+                            "first 64 columns of a new wave, forced 256×128 tiles"),
+        "layout": from_model(1.0, spec, "the model has no layout term: it prices every layout alike"),
+        "small_n": prefer(
+            from_published(deepgemm_small_m_gain(fp8), fp8, f"block-scaled fp8, DeepGEMM's kernels: TFLOP/s at M = {large} "
+                           f"÷ at M = {small} tokens, median of 6 shapes (2.0 = memory-bound)",
+                           **one_doubling),
+            from_model(small_n_effect(model["gemm_small_n"]), spec, f"TFLOP/s at N = {LARGE_N} ÷ at N = {SMALL_N}, "
+                       "M = K = 2560, float16")),
+    }
+
+
+def findings(frames: Mapping[str, pd.DataFrame | None], *,
+             instead: Mapping[str, Evidence | None] | None = None) -> list[Finding]:
     """One Finding per rule of the chapter, from frames (None where not measured).
 
     ``frames`` maps each name of :data:`EXPERIMENTS` to its GPU frame (live or recorded) or None,
     and :data:`PUBLISHED` to DeepBench's V100 GEMMs (all dtypes) or None; missing keys count as
-    None. Thresholds are explained beside each rule.
+    None. ``instead`` (:func:`alternatives`) gives a published or predicted "now" to the rules
+    nothing measured. Thresholds are explained beside each rule.
     """
     if not isinstance(frames, Mapping):
         raise TypeError(f"frames must be a mapping of experiment name → DataFrame or None, got "
@@ -183,6 +301,7 @@ def findings(frames: Mapping[str, pd.DataFrame | None]) -> list[Finding]:
     published = frames.get(PUBLISHED)
     if published is not None and not isinstance(published, pd.DataFrame):
         raise TypeError(f"frames[{PUBLISHED!r}] must be a DataFrame or None, got {type(published).__name__}")
+    alt = _instead(instead, RULES)
     return [
         # The old rule promised up to 6× (CUDA cores instead of Tensor Cores); 20 % is still worth
         # padding a dimension for, and under 5 % is within the spread of repeated timings.
@@ -190,13 +309,14 @@ def findings(frames: Mapping[str, pd.DataFrame | None]) -> list[Finding]:
                 "required for Tensor Cores before cuBLAS 11, faster after (unaligned ÷ aligned time)",
                 now=alignment_effect(now["gemm_alignment"]),
                 then=published_alignment_effect(published), holds_at=1.2, gone_below=1.05,
-                where="section 3"),
+                where="section 3", on=now["gemm_alignment"], instead=alt["alignment"]),
         # Twice the throughput for the big GEMMs is the chapter's own test of the rule; under 1.2×
         # the smallest GEMMs already fill the GPU.
         finding("Bigger GEMMs are more efficient", "NVIDIA, 2019–2023",
                 "TFLOP/s rises with size (median TFLOP/s above 100 GFLOP of work ÷ below 1 GFLOP)",
                 now=size_effect(now["gemm_sizes"]), then=size_effect(_then(published, "gemm_sizes")),
-                holds_at=2.0, gone_below=1.2, fmt="{:.1f}×", where="section 2"),
+                holds_at=2.0, gone_below=1.2, fmt="{:.1f}×", where="section 2", on=now["gemm_sizes"],
+                instead=alt["size"]),
         # Full quantization makes the first sliver past a step cost 100 % of a step; without it a
         # sliver costs its share of the work (13 % for 16 of 128 columns). Half is a step anyone sees;
         # under a quarter little of it is left.
@@ -204,29 +324,30 @@ def findings(frames: Mapping[str, pd.DataFrame | None]) -> list[Finding]:
                 "a partly empty tile costs a full one (cost of the first 16 columns of a new tile "
                 "column, share of a full column)",
                 now=quantization_effect(now["gemm_tile_quantization"]), holds_at=0.5, gone_below=0.25,
-                fmt="{:.0%}", where="section 4"),
+                fmt="{:.0%}", where="section 4", on=now["gemm_tile_quantization"], instead=alt["tile"]),
         finding("Wave quantization", "NVIDIA, 2020–2023",
                 "a partial last wave costs a full wave (cost of the first 64 columns of a new wave, "
                 "share of a full wave; forced 256×128 tiles)",
                 now=quantization_effect(now["gemm_waves"]), holds_at=0.5, gone_below=0.25,
-                fmt="{:.0%}", where="section 5"),
+                fmt="{:.0%}", where="section 5", on=now["gemm_waves"], instead=alt["waves"]),
         # A layout that costs 30 % of a GEMM is worth a one-off transpose; under 10 % it is noise
         # (the median V100 shape's spread was 5 %).
         finding("Prefer NN over TN", "Baidu SVAIL, 2015",
                 "the layout can cost a factor (worst slowest ÷ fastest layout; then: Baidu's skinny shapes)",
                 now=layout_effect(now["gemm_transposes"]),
                 then=layout_effect(_then(published, "gemm_transposes"), skinny=True),
-                holds_at=1.3, gone_below=1.1, where="section 7"),
+                holds_at=1.3, gone_below=1.1, where="section 7", on=now["gemm_transposes"],
+                instead=alt["layout"]),
         # 8× means throughput grows exactly with N (memory-bound); half of that still means
         # mostly memory-bound, under 2× the GEMM is mostly math-bound already.
         finding("Small minibatch is memory-bound", "Baidu SVAIL, 2015",
                 f"throughput grows with N (TFLOP/s at N = {LARGE_N} ÷ at N = {SMALL_N}, M = K = 2560)",
                 now=small_n_effect(now["gemm_small_n"]),
                 then=small_n_effect(_then(published, "gemm_small_n")), holds_at=4.0, gone_below=2.0,
-                fmt="{:.1f}×", where="section 8"),
+                fmt="{:.1f}×", where="section 8", on=now["gemm_small_n"], instead=alt["small_n"]),
     ]
 
 
-__all__ = ["CHAPTER", "EXPERIMENTS", "PUBLISHED", "THEN_GPU", "TITLE", "alignment_effect", "findings",
-           "frames", "layout_effect", "published_alignment_effect", "quantization_effect", "size_effect",
-           "small_n_effect"]
+__all__ = ["CHAPTER", "EXPERIMENTS", "MODERN", "PUBLISHED", "RULES", "THEN_GPU", "TITLE", "alignment_effect",
+           "alternatives", "deepgemm_small_m_gain", "findings", "frames", "layout_effect", "modern_frames",
+           "predicted_frames", "published_alignment_effect", "published_size_effect", "quantization_effect", "size_effect", "small_n_effect"]

@@ -4,7 +4,11 @@ The frames, by experiment name (:data:`EXPERIMENTS`): ``activation_sizes``, ``ba
 ``pool_sizes``, ``fusion_chains``, ``convnet_breakdown`` and ``ceiling_copy`` (the copy ceiling the
 bandwidths are compared with; without it, the achievable bandwidth of the GPU the frames were
 measured on). A frame measured on a CPU is never used: its rule shows "no data yet". No published
-benchmark of these layers exists, so every "then" is empty. Bandwidths in bytes/s.
+benchmark of these layers from 2015–2023 exists, so every "then" is empty. Bandwidths in bytes/s.
+
+Where nothing was measured, :func:`alternatives` gives a rule a published "now" where one measures
+it (Liger-Kernel's H100 kernels, eager and fused; gpu-benches' H200 small kernels), else the
+model's prediction for an H100.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from ._core import Finding, finding
+from ..devices import DeviceSpec
+from ._core import Evidence, Finding, finding, instead_of
+from ._evidence import as_measured, from_model, from_published, frame_of, modern, number, prefer, today
 from ._frames import gpu_rows, recorded, spec_of
 
 TITLE = "Memory-limited layers"
@@ -186,37 +192,182 @@ def frames() -> dict[str, pd.DataFrame | None]:
     return {**out, **recorded(["ceiling_copy"], spec)}
 
 
-def findings(frames: Mapping[str, pd.DataFrame | None]) -> list[Finding]:
-    """One Finding per rule of the chapter, from frames (None where not measured; see :func:`effects`)."""
+#: The published tables of current GPUs the verdicts can rest on (see :func:`alternatives`).
+MODERN: tuple[str, ...] = ("liger_memory_bound", "gpu_benches_small_kernels")
+#: Liger's fused kernels (forward rows carry the bytes), and its eager/fused pairs of a GEMM's tail.
+LIGER_FUSED = ("liger", "liger_fused_add_rms_norm")
+LIGER_PAIRS = {"relu_squared": ("torch", "liger"), "megatron_swiglu": ("torch", "liger"),
+               "fused_add_rms_norm": ("huggingface", "liger_fused_add_rms_norm")}
+
+
+def modern_frames() -> dict[str, pd.DataFrame | None]:
+    """The published tables of :data:`MODERN` (None where the published-data folder lacks one)."""
+    return modern(MODERN)
+
+
+def liger_effects(liger: pd.DataFrame | None, spec: DeviceSpec) -> dict[str, float | None]:
+    """Effects of :data:`EFFECTS` measured by Liger-Kernel's benchmarks on ``spec`` (its rows of
+    that GPU; bandwidths against ``spec``'s datasheet bandwidth, no copy ceiling being published),
+    with :mod:`perfkit.experiments.memory_published`:
+
+    - ``spread``, ``near_copy``: slowest ÷ fastest GB/s of the fused kernels at their largest size
+      (:func:`~perfkit.experiments.memory_published.bandwidth_spread`), and the fastest ÷ the
+      datasheet bandwidth (:func:`~perfkit.experiments.memory_published.achieved_fraction_of_bandwidth`);
+    - ``bn_saving``: the fused layer norm (a row kept on chip) at its largest size: the bytes a
+      two-pass kernel would move (x read twice, y written) ÷ the bytes its time allows;
+    - ``fusion_gain``: eager ÷ fused time, forward + backward, median over sizes of ReLU², SwiGLU and
+      add + RMS norm (:data:`LIGER_PAIRS`);
+    - ``fusion_realised``: time fusion saved ÷ the byte model's predicted saving, median over the
+      eager/fused pairs (:func:`~perfkit.experiments.memory_published.fusion_saving_realised`).
+    """
+    from ..experiments import memory_published as mp
+
+    out: dict[str, float | None] = dict.fromkeys(("spread", "near_copy", "bn_saving", "fusion_gain",
+                                                  "fusion_realised"))
+    rows = None if liger is None else liger[liger["device"] == spec.name]
+    if rows is None or not len(rows) or not spec.mem_bandwidth:
+        return out
+    out["spread"] = number(mp.bandwidth_spread(liger, spec))
+    out["near_copy"] = number(mp.achieved_fraction_of_bandwidth(liger, spec))
+    out["fusion_realised"] = number(mp.fusion_saving_realised(liger, spec))
+    norm = rows[(rows["kernel"] == "layer_norm") & (rows["provider"] == "liger") & (rows["mode"] == "forward")
+                & rows["io_bytes_fwd"].notna()]
+    if len(norm):
+        largest = norm.loc[norm["x_value"].idxmax()]
+        allowed = largest["time_s"] * spec.mem_bandwidth
+        out["bn_saving"] = number(1.5 * largest["io_bytes_fwd"] / allowed)  # x read twice + y: 3 of io's 2
+    gains = []
+    for kernel, (eager, fast) in LIGER_PAIRS.items():
+        t = rows[(rows["kernel"] == kernel) & (rows["mode"] == "full")].pivot_table(
+            index="x_value", columns="provider", values="time_s")
+        if eager in t and fast in t:
+            gains.append(t[eager] / t[fast])
+    if gains:
+        out["fusion_gain"] = number(pd.concat(gains).median())
+    return out
+
+
+def launch_knee(small: pd.DataFrame | None) -> float | None:
+    """gpu-benches' small kernels launched one by one: the most bytes (1e6) a call moves while it
+    still takes under twice the launch floor (:func:`perfkit.experiments.timing_published.launch_bound_bytes`),
+    where moving the bytes takes as long as the fixed cost: the knee. None without the rows."""
+    from ..experiments.timing_published import launch_bound_bytes
+
+    if small is None or not len(small):
+        return None
+    knee = launch_bound_bytes(small, "launch", 2.0)
+    return None if knee is None else number(knee / 1e6)
+
+
+def model_effects(spec: DeviceSpec) -> dict[str, float | None]:
+    """Every effect of :data:`EFFECTS` as the byte and GEMM models predict it on ``spec``: the
+    chapter's model frames (activations, CNN breakdown, fusion chains) run through :func:`effects`,
+    batch norm's two passes against one, pooling at the model's bandwidth; NCHW and NHWC move the
+    same bytes, so ``nhwc_gain`` is 1.0."""
+    from ..calibration import achievable_ceilings
+    from ..experiments import convnet, fusion, memory
+    from ..memory_model import layer_bytes, memory_time
+
+    ceiling = achievable_ceilings(spec).bandwidth
+    e = {**activation_effects(as_measured(memory.predicted_activations(spec)), ceiling),
+         **network_effects(as_measured(convnet.predicted_breakdown(spec))),
+         **fusion_effects(as_measured(fusion.predicted_chains(spec)))}
+    shape = (32, 256, 56, 56)
+    one_pass = layer_bytes("batchnorm", shape, "bfloat16")
+    x_bytes = 2 * shape[0] * shape[1] * shape[2] * shape[3]
+    e["bn_saving"] = number((one_pass + x_bytes) / (memory_time(one_pass, spec) * ceiling))
+    e["nhwc_gain"] = 1.0
+    pool = layer_bytes("maxpool", (64, 64, 112, 112), "bfloat16", kernel_size=3, stride=2)
+    e["pool_fraction"] = number(pool / memory_time(pool, spec) / ceiling)
+    return e
+
+
+def alternatives(published: Mapping[str, pd.DataFrame | None] | None,
+                 spec: DeviceSpec | None = None) -> dict[str, Evidence | None]:
+    """Each rule's "now" where nothing was measured (keys :data:`EFFECTS`): Liger-Kernel's H100
+    kernels and gpu-benches' H200 small kernels where they measure the rule, else the model's
+    prediction for ``spec`` (default: the H100 SXM). ``published`` maps the names of :data:`MODERN`
+    to their frames (None or absent: not available)."""
+    from ..devices import device_spec
+
+    spec = today(spec)
+    liger, small = frame_of(published, "liger_memory_bound"), frame_of(published, "gpu_benches_small_kernels")
+    h100 = device_spec("H100-SXM")
+    h100_rows = None if liger is None else liger[liger["device"] == h100.name]
+    lg = liger_effects(liger, h100)
+    m = model_effects(spec)
+    do_bench = "do_bench, L2 flushed"
+    wheres = {
+        "spread": f"{do_bench}: slowest ÷ fastest GB/s of the fused kernels, largest size",
+        "near_copy": f"{do_bench}: best fused GB/s ÷ the datasheet's {h100.mem_bandwidth / 1e12:.2f} TB/s",
+        "bn_saving": f"{do_bench}, fused layer norm (a row kept on chip, not batch norm): two-pass bytes ÷ the "
+                     "bytes its time allows",
+        "fusion_gain": f"{do_bench}: eager ÷ fused, forward + backward, ReLU², SwiGLU, add + RMS norm, median",
+        "fusion_realised": f"{do_bench}: time saved ÷ the byte model's predicted saving, eager/fused pairs "
+                           "at their largest size, median",
+    }
+    model_where = {"spread": "the model's activations: one bandwidth for all", "near_copy": "the model's "
+                   "activations ÷ its bandwidth", "knee_mb": "the model's latency × bandwidth",
+                   "bn_saving": "two-pass ÷ one-pass bytes at the model's bandwidth", "nhwc_gain": "the byte "
+                   "model: the same bytes in either layout", "pool_fraction": "the byte model: a 3×3/2 max pool "
+                   "of 64×64×112², GB/s ÷ its bandwidth", "small_share": "the model's small CNN",
+                   "share_ratio": "the model's small ÷ wide CNN", "fusion_gain": "the model's fusion chains",
+                   "fusion_realised": "by construction: the model's saving is its bytes"}
+    out: dict[str, Evidence | None] = {}
+    for key in EFFECTS:
+        measured = from_published(lg.get(key), h100_rows, wheres[key], device=h100.name) if key in wheres else None
+        if key == "knee_mb":
+            measured = from_published(launch_knee(small), small, "host-timed, one launch per kernel: the most "
+                                      "bytes moved in under twice the launch floor")
+        out[key] = prefer(measured, from_model(m.get(key), spec, model_where[key]))
+    return out
+
+
+def findings(frames: Mapping[str, pd.DataFrame | None], *,
+             instead: Mapping[str, Evidence | None] | None = None) -> list[Finding]:
+    """One Finding per rule of the chapter, from frames (None where not measured; see :func:`effects`);
+    ``instead`` (:func:`alternatives`) gives a published or predicted "now" to the rules nothing
+    measured."""
     e = effects(frames)
+    alt = instead_of(instead, EFFECTS)
+    on = {name: gpu_frame(frames, name) for name in EXPERIMENTS}
     return [
         finding("Time is bytes", "NVIDIA memory-limited guide", "duration follows the bytes loaded and stored",
                 now=e["spread"], holds_at=0.75, gone_below=0.5, fmt="{:.2f}",
-                where="§2: slowest ÷ fastest GB/s, 8 activation passes"),
+                where="§2: slowest ÷ fastest GB/s, 8 activation passes", on=on["activation_sizes"],
+                instead=alt["spread"]),
         finding("Large tensors stream at copy speed", "byte model (pk.memory_time)",
                 "bandwidth of a large activation ≈ the copy ceiling", now=e["near_copy"], holds_at=0.8,
-                gone_below=0.5, fmt="{:.0%}", where="§2: best fitted GB/s ÷ copy ceiling"),
+                gone_below=0.5, fmt="{:.0%}", where="§2: best fitted GB/s ÷ copy ceiling", on=on["activation_sizes"],
+                instead=alt["near_copy"]),
         finding("Small tensors are launch-bound", "NVIDIA GPU background (latency)",
                 "below the knee, duration is flat", now=e["knee_mb"], holds_at=1, gone_below=0.1,
-                fmt="{:.1f} MB", where="§2: median knee, bytes moved"),
+                fmt="{:.1f} MB", where="§2: median knee, bytes moved", on=on["activation_sizes"],
+                instead=alt["knee_mb"]),
         finding("Persistent batch norm", "NVIDIA memory-limited guide", "persistent kernels require fewer loads",
                 now=e["bn_saving"], holds_at=1.15, gone_below=0.95,
-                where="§3: two-pass bytes ÷ bytes the time allows, best"),
+                where="§3: two-pass bytes ÷ bytes the time allows, best", on=on["batchnorm_sizes"],
+                instead=alt["bn_saving"]),
         finding("NHWC where possible", "NVIDIA convolution guide", "channels-last batch norm is faster",
-                now=e["nhwc_gain"], holds_at=1.1, gone_below=1.03, where="§3: NCHW ÷ NHWC time, largest size"),
+                now=e["nhwc_gain"], holds_at=1.1, gone_below=1.03, where="§3: NCHW ÷ NHWC time, largest size",
+                on=on["batchnorm_sizes"], instead=alt["nhwc_gain"]),
         finding("Pooling is memory-bound", "NVIDIA Getting Started guide", "pooling runs at memory speed",
                 now=e["pool_fraction"], holds_at=0.6, gone_below=0.3, fmt="{:.0%}",
-                where="§4: median GB/s ÷ copy ceiling"),
+                where="§4: median GB/s ÷ copy ceiling", on=on["pool_sizes"], instead=alt["pool_fraction"]),
         finding("Memory-bound layers matter in small networks", "NVIDIA memory-limited guide",
                 "a significant share of a small network's time", now=e["small_share"], holds_at=0.25,
-                gone_below=0.1, fmt="{:.0%}", where="§6: memory-bound share of the small CNN's layer time"),
+                gone_below=0.1, fmt="{:.0%}", where="§6: memory-bound share of the small CNN's layer time",
+                on=on["convnet_breakdown"], instead=alt["small_share"]),
         finding("… more than in larger networks", "NVIDIA memory-limited guide",
                 "the share shrinks when the layers grow", now=e["share_ratio"], holds_at=1.5, gone_below=1.1,
-                fmt="{:.1f}×", where="§6: memory share, small ÷ 4× wider CNN"),
+                fmt="{:.1f}×", where="§6: memory share, small ÷ 4× wider CNN", on=on["convnet_breakdown"],
+                instead=alt["share_ratio"]),
         finding("Fuse the ops after a GEMM", "not in the guide (torch.compile)",
                 "fusing the memory-bound tail saves time", now=e["fusion_gain"], holds_at=1.1, gone_below=1.02,
-                where="§5: eager ÷ compiled, forward + backward, median"),
+                where="§5: eager ÷ compiled, forward + backward, median", on=on["fusion_chains"],
+                instead=alt["fusion_gain"]),
         finding("Bytes saved predict time saved", "byte model (pk.chain_bytes)",
                 "fusion saves what its bytes are worth", now=e["fusion_realised"], holds_at=0.5,
-                gone_below=0.2, fmt="{:.0%}", where="§5: measured ÷ predicted saving, median"),
+                gone_below=0.2, fmt="{:.0%}", where="§5: measured ÷ predicted saving, median", on=on["fusion_chains"],
+                instead=alt["fusion_realised"]),
     ]

@@ -28,6 +28,11 @@ from figure_helpers import note_of
 NAMES = ["conv_passes", "conv_channels", "conv_first_layer", "conv_layout", "conv_params", "conv_deepbench"]
 CPU_META = {"live": True, "device_name": "AMD EPYC 7B13", "measured_at": "2026-11-22T08:00:00+00:00"}
 V100 = "V100-SXM2, 2019"
+
+#: Tests that read DeepBench's published tables (kept outside the repository) skip without them.
+needs_deepbench = pytest.mark.skipif(
+    not all(pk.published_data.has_published(f"deepbench_{k}") for k in ("gemm", "conv", "rnn")),
+    reason=pk.published_data.HOW_TO_GET)
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples and noise: expected here
 
 
@@ -206,6 +211,7 @@ def test_first_layer_and_layout_effects_on_made_up_frames():
     assert out["autotune_s"] == 8.0 and out["convert_share"] == 0.5
 
 
+@needs_deepbench
 def test_throughput_gain_pairs_shapes_that_differ_in_the_batch():
     v100 = pk.published_counterparts("conv_deepbench")[V100]
     gain = conv.throughput_gain(v100, 8, 16)
@@ -215,12 +221,14 @@ def test_throughput_gain_pairs_shapes_that_differ_in_the_batch():
     assert conv.throughput_gain(v100, 8, 1000) is None and conv.throughput_gain(None, 8, 16) is None
 
 
+@needs_deepbench
 def test_the_model_against_deepbench_then():
     """The GEMM model of the implicit GEMMs against cuDNN's 2019 V100 times: same order of magnitude."""
     then = pk.published_counterparts("conv_deepbench")
     v100 = conv.predicted_published(then[V100], pk.device_spec("V100-SXM2"))
     assert v100["predicted_s"].notna().all() and pk.source_of(v100).kind == "published"
     assert 0.6 < conv.model_agreement(v100) <= 1
+    assert v100["ratio"].to_numpy() == pytest.approx((v100["predicted_s"] / v100["time_s"]).to_numpy())
     p100 = conv.predicted_published(then["P100-PCIe, 2018"], pk.device_spec("P100-PCIe"))
     assert p100["predicted_s"].notna().all()  # pseudo FP16: FP32 math, which the P100 has a peak for
     assert conv.model_agreement(pd.DataFrame({"time_s": [1.0]})) is None
@@ -254,6 +262,7 @@ def test_figures_are_captioned_and_refuse_without_data(short_bench, capsys):
         plots.plot_conv_params(hand)
 
 
+@needs_deepbench
 def test_then_now_figure_draws_published_and_ours(short_bench, capsys):
     then = pk.published_counterparts("conv_deepbench")
     fig = plots.plot_conv_then_now({"ours": None, **then}, only="ours")
@@ -267,6 +276,7 @@ def test_then_now_figure_draws_published_and_ours(short_bench, capsys):
         plots.plot_conv_then_now(then, only="mine")
 
 
+@needs_deepbench
 def test_speedups_of_convolutions_match_on_deepbenchs_columns():
     then = pk.published_counterparts("conv_deepbench")
     v100, p100 = then[V100], then["P100-PCIe, 2018"]
@@ -275,3 +285,24 @@ def test_speedups_of_convolutions_match_on_deepbenchs_columns():
     assert out["speedup"].median() > 1  # the V100's Tensor Cores beat the P100's FP32 math
     data = pk.then_now.speedups(v100, p100, on=pk.then_now.CONV_SHAPE, column="bwd_inputs_time_s")
     assert len(data) < len(out) and not math.isnan(data["speedup"].median())  # first layers have no dgrad
+
+
+def test_summaries_of_published_convolutions_on_made_up_frames():
+    """What §1, §2 and §6 print from DeepBench's rows, on frames whose answers are known."""
+    frame = pd.DataFrame({"C": [1, 3, 64, 128, 256], "ratio": [0.1, 0.5, 0.9, 1.1, 1.3]})
+    assert conv_analysis.share_within(frame, 0.8, 1.25) == pytest.approx(0.4)
+    assert conv_analysis.furthest_off(frame, 2)["C"].tolist() == [1, 3]
+    assert conv_analysis.share_within(None) is None and conv_analysis.furthest_off(None) is None
+    with pytest.raises(ValueError, match="n"):
+        conv_analysis.furthest_off(frame, 0)
+    speed = pd.DataFrame({"C": [1, 3, 8, 64, 128], "speedup": [0.2, 0.4, 2.0, 3.0, 4.0]})
+    assert conv_analysis.speedup_by_channels(speed, 8) == {True: 3.0, False: pytest.approx(0.3)}
+    assert conv_analysis.speedup_by_channels(speed[speed["C"] >= 8]) == {True: 3.0, False: None}
+    shape = dict(zip(pk.then_now.CONV_SHAPE, (56, 56, 64, 16, 64, 3, 3, 1, 1, 1, 1, "float16")))
+    old = pd.DataFrame([dict(shape, time_s=4.0, bwd_params_time_s=6.0), dict(shape, K=128, time_s=8.0)])
+    new = old.assign(time_s=old["time_s"] / 2, bwd_params_time_s=old["bwd_params_time_s"] / 3)
+    assert conv_analysis.median_speedup(new, old) == pytest.approx(2.0)
+    assert conv_analysis.median_speedup(new, old, column="bwd_params_time_s") == pytest.approx(3.0)
+    assert conv_analysis.median_speedup(new, old.assign(C=1)) is None  # no shape in common
+    assert conv_analysis.median_speedup(None, old) is None
+    assert conv.predicted_published(None, pk.device_spec("V100-SXM2")) is None

@@ -19,6 +19,11 @@ from perfkit.verdict import conv as vc
 H100, V100 = pk.device_spec("H100-SXM"), pk.device_spec("V100-SXM2")
 CHAPTER = Path(__file__).resolve().parent.parent / "chapters" / "05_convolutions.md"
 
+#: Tests that read DeepBench's published tables (kept outside the repository) skip without them.
+needs_deepbench = pytest.mark.skipif(
+    not all(pk.published_data.has_published(f"deepbench_{k}") for k in ("gemm", "conv", "rnn")),
+    reason=pk.published_data.HOW_TO_GET)
+
 
 def _meta(device: str = "H100-SXM", kind: str = "gpu") -> dict:
     return {"experiment": "x", "device_name": device, "device": device, "device_kind": kind,
@@ -118,6 +123,7 @@ def _v100_published() -> pd.DataFrame:
     return vc.published_frames()["deepbench_v100"]
 
 
+@needs_deepbench
 def test_deepbench_figure_sets_published_times_beside_the_model():
     published = _v100_published()
     figure = ic.deepbench_figure(published)
@@ -141,6 +147,7 @@ def test_deepbench_figure_sets_published_times_beside_the_model():
     assert "published by Baidu DeepBench" in _title(figure)
 
 
+@needs_deepbench
 def test_deepbench_figure_model_only_and_with_ours():
     figure = ic.deepbench_figure()
     assert "model only" in _title(figure) and len(figure.figure.data) == 2
@@ -153,6 +160,7 @@ def test_deepbench_figure_model_only_and_with_ours():
     np.testing.assert_allclose(y[3][0], y[0][0] / 4, rtol=1e-3)
 
 
+@needs_deepbench
 def test_deepbench_figure_refuses_bad_input():
     with pytest.raises(ValueError, match="then_spec"):
         ic.deepbench_figure(_v100_published(), then_spec="H100-SXM")
@@ -219,6 +227,7 @@ def test_findings_without_frames_are_no_data_yet():
         assert (table["verdict"] == "no data yet").all()
 
 
+@needs_deepbench
 def test_frames_are_recorded_or_published_only():
     frames = vc.frames()
     assert set(frames) == {*vc.EXPERIMENTS, *vc.PUBLISHED}
@@ -260,6 +269,7 @@ def _synthetic() -> dict[str, pd.DataFrame]:
     return {**out, **vc.published_frames()}
 
 
+@needs_deepbench
 def test_findings_on_frames_with_known_effects():
     frames = _synthetic()
     e = vc.effects(frames)
@@ -280,6 +290,7 @@ def test_findings_on_frames_with_known_effects():
     assert table.loc["Prefer NHWC", "now"] == "2.00" and table.loc["Prefer NHWC", "unit"] == "×"
 
 
+@needs_deepbench
 def test_cpu_frames_are_never_now():
     frames = _synthetic()
     for name in vc.EXPERIMENTS:
@@ -357,6 +368,7 @@ def test_layout_payback_counts_the_calls_that_repay_autotuning():
     assert np.isnan(pk.experiments.conv.layout_payback(cpu).loc[0, "repay_calls"])  # no flag to compare
 
 
+@needs_deepbench
 def test_deepbench_speedups_per_conv_shape():
     published = _v100_published()
     ours = published.copy()

@@ -20,14 +20,16 @@ from ..dtypes import canonical_dtype
 from ..gemm_model import explain_gemm
 from ..quantization import alignment
 from ..shapes import conv_gemms, conv_output_size
+from ..then_now import CONV_SHAPE, speedups
 from .common import predicted_s
 from .reader import CONV_NAMES, readable
 
 __all__ = ["CHANNEL_COLUMNS", "DB_COLUMNS", "DB_MEANINGS", "PHASES", "PREDICTED", "SHAPE_COLUMNS", "TIME_COLUMNS",
            "channel_effects", "channel_points", "conv_flops", "conv_gemm", "conv_shape", "db_shape", "model_row",
            "param_points", "predicted_channels", "predicted_params",
-           "first_layer_effects", "for_reader", "layout_effects", "layout_payback", "model_agreement",
-           "param_effects", "predicted_published", "throughput_gain"]
+           "first_layer_effects", "for_reader", "furthest_off", "layout_effects", "layout_payback", "median_speedup",
+           "model_agreement", "param_effects", "predicted_deepbench", "predicted_published", "share_within",
+           "speedup_by_channels", "throughput_gain"]
 
 #: DeepBench's shape columns (:data:`perfkit.then_now.CONV_SHAPE` without the dtype), and their meanings.
 DB_COLUMNS = ["W", "H", "C", "N", "K", "R", "S", "pad_h", "pad_w", "stride_h", "stride_w"]
@@ -136,11 +138,13 @@ def predicted_params(spec, *, dtype: str = "float16") -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["sweep", "swept", *SHAPE_COLUMNS, *TIME_COLUMNS])
 
 
-def predicted_published(frame: pd.DataFrame, spec) -> pd.DataFrame:
+def predicted_published(frame: pd.DataFrame | None, spec) -> pd.DataFrame | None:
     """A frame with DeepBench's columns with the GEMM model of ``spec`` added for each pass (``predicted_s``,
-    ``predicted_bwd_inputs_s``, ``predicted_bwd_params_s``, seconds; NaN where the model has no peak).
-    The math runs in the frame's ``math_dtype`` where it has one (the P100's "pseudo FP16" is FP32 math).
-    Keeps ``attrs``."""
+    ``predicted_bwd_inputs_s``, ``predicted_bwd_params_s``, seconds; NaN where the model has no peak) and
+    ``ratio``, the forward pass's model ÷ measured time. The math runs in the frame's ``math_dtype`` where it
+    has one (the P100's "pseudo FP16" is FP32 math). Keeps ``attrs``. Pure: None in, None out."""
+    if frame is None:
+        return None
     out = frame.copy()
     for col, (phase, _) in PREDICTED.items():
         values = []
@@ -151,8 +155,57 @@ def predicted_published(frame: pd.DataFrame, spec) -> pd.DataFrame:
             except LookupError:
                 values.append(np.nan)
         out[col] = values
+    out["ratio"] = out["predicted_s"] / out["time_s"]
     out.attrs = dict(frame.attrs)
     return out
+
+
+def predicted_deepbench(spec, shapes: Sequence[tuple[int, ...]] | None = None, dtype: str = "float16") -> pd.DataFrame:
+    """The GEMM model's view of DeepBench's convolutions on ``spec`` (no measurement): DeepBench's columns
+    (:data:`DB_COLUMNS`, dtype) with the model's time of each pass as ``time_s``, ``bwd_inputs_time_s`` and
+    ``bwd_params_time_s`` (seconds). ``shapes``: DeepBench tuples, default
+    :data:`perfkit.experiments.conv.DEEPBENCH_CONVS`. Caption it with :func:`perfkit.provenance.modelled`."""
+    if shapes is None:
+        from .conv import DEEPBENCH_CONVS  # conv imports this module
+        shapes = DEEPBENCH_CONVS
+    dtype = canonical_dtype(dtype)
+    rows = []
+    for t in shapes:
+        s = db_shape(t, "shapes")
+        times = {measured: predicted_s(*conv_gemm(s, phase), dtype, spec) for phase, measured in PREDICTED.values()}
+        rows.append({**dict(zip(DB_COLUMNS, (int(v) for v in t))), "dtype": dtype, **times})
+    return pd.DataFrame(rows, columns=[*DB_COLUMNS, "dtype", "time_s", "bwd_inputs_time_s", "bwd_params_time_s"])
+
+
+def share_within(frame: pd.DataFrame | None, low: float = 0.8, high: float = 1.25) -> float | None:
+    """The share of the rows of :func:`predicted_published` whose ``ratio`` (the model ÷ the measured forward
+    time) lies strictly between ``low`` and ``high``. Pure: None in, None out."""
+    if frame is None:
+        return None
+    return float(((frame["ratio"] > low) & (frame["ratio"] < high)).mean())
+
+
+def furthest_off(frame: pd.DataFrame | None, n: int = 5) -> pd.DataFrame | None:
+    """The ``n`` rows of :func:`predicted_published` whose forward time the model underestimates most
+    (smallest ``ratio``). Pure: None in, None out."""
+    return None if frame is None else frame.nsmallest(positive_int("n", n), "ratio")
+
+
+def speedup_by_channels(frame: pd.DataFrame | None, at: int = 8) -> dict[bool, float | None]:
+    """The median ``speedup`` of a :func:`perfkit.then_now.speedups` frame of convolutions, over the layers
+    with ``C >= at`` (key True) and with fewer channels (key False); None where there are none (or no frame)."""
+    out: dict[bool, float | None] = {True: None, False: None}
+    if frame is not None:
+        for key, g in frame.groupby(frame["C"] >= at)["speedup"]:
+            out[bool(key)] = float(g.median())
+    return out
+
+
+def median_speedup(now: pd.DataFrame | None, then: pd.DataFrame | None, column: str = "time_s") -> float | None:
+    """The median speedup (then ÷ now) of ``column`` (seconds) over the DeepBench shapes both frames timed
+    (:func:`perfkit.then_now.speedups` on its convolution shape). None if either is None or none is shared."""
+    s = speedups(now, then, on=CONV_SHAPE, column=column)
+    return None if s is None or not len(s) else float(s["speedup"].median())
 
 
 def model_agreement(frame: pd.DataFrame | None) -> float | None:

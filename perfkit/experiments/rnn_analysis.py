@@ -9,14 +9,19 @@ in ``_s`` (``then_s``) and is scaled where it is shown (``pk.table(frame, second
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import pandas as pd
 
+from ..devices import DeviceSpec
+from ..dtypes import canonical_dtype
+from ..shapes import rnn_gemms
 from ..then_now import RNN_SHAPE, layout_spread, speedups
+from .common import predicted_s
 
-__all__ = ["batch_effects", "combine_speedup", "combine_summary", "deepbench_comparable", "layer_speedups",
-           "persistent_summary", "throughput_ratio", "throughput_ratios"]
+__all__ = ["batch_effects", "combine_speedup", "combine_summary", "deepbench_comparable", "layer_count",
+           "layer_speedups", "layout_table", "persistent_summary", "predicted_layers", "throughput_ratio",
+           "throughput_ratios"]
 
 
 def deepbench_comparable(frame: pd.DataFrame | None) -> pd.DataFrame | None:
@@ -140,3 +145,40 @@ def layer_speedups(ours: pd.DataFrame | None, then: pd.DataFrame | None) -> pd.D
         return None
     return pd.DataFrame({"cell": s["cell"], "H": s["hidden"], "batch": s["batch"], "T": s["timesteps"],
                          "then_s": s["then_s"], "now_s": s["now_s"], "speedup (×)": s["speedup"]})
+
+
+def layer_count(frame: pd.DataFrame | None) -> int | None:
+    """How many layers (rows) ``frame`` holds. Pure: None in, None out."""
+    return None if frame is None else len(frame)
+
+
+def layout_table(frame: pd.DataFrame | None, size: int = 2560, max_batch: int = 256,
+                 dtype: str = "float16") -> pd.DataFrame | None:
+    """The recurrent GEMMs ``size × batch × size`` (batch ≤ ``max_batch``) of a GEMM frame (DeepBench's)
+    timed in more than one layout, in ``dtype``: columns batch, faster layout, slower layout and
+    "slower ÷ faster (×)" (:func:`perfkit.then_now.layout_spread`, largest first). Pure: None in, None out."""
+    if frame is None:
+        return None
+    g = frame
+    square = g[(g["M"] == size) & (g["K"] == size) & (g["N"] <= max_batch) & (g["dtype"] == canonical_dtype(dtype))]
+    spread = layout_spread(square)
+    return pd.DataFrame({"batch": spread["N"], "faster layout": spread["fastest"],
+                         "slower layout": spread["slowest"], "slower ÷ faster (×)": spread["spread"]})
+
+
+def predicted_layers(spec: DeviceSpec, layers: Sequence[tuple[str, int, int, int]] | None = None,
+                     dtype: str = "float16") -> pd.DataFrame:
+    """The GEMM model's forward time of whole layers as DeepBench timed them (input GEMM excluded): T
+    recurrent GEMMs on ``spec``. ``layers``: (cell, hidden, batch, T) tuples, default
+    :data:`perfkit.experiments.rnn.DEEPBENCH_LAYERS`. Columns cell, hidden, batch, timesteps, dtype and
+    time_s (seconds, predicted); caption it with :func:`perfkit.provenance.modelled`."""
+    if not isinstance(spec, DeviceSpec):
+        raise TypeError(f"spec must be a DeviceSpec such as pk.device_spec('V100-SXM2'), got {spec!r}")
+    if layers is None:
+        from .rnn import DEEPBENCH_LAYERS  # rnn imports this module
+        layers = DEEPBENCH_LAYERS
+    dtype = canonical_dtype(dtype)
+    rows = [{"cell": c, "hidden": h, "batch": b, "timesteps": t, "dtype": dtype,
+             "time_s": t * predicted_s(*rnn_gemms(c, h, h, b, 1)["recurrent"], dtype, spec)}
+            for c, h, b, t in layers]
+    return pd.DataFrame(rows, columns=["cell", "hidden", "batch", "timesteps", "dtype", "time_s"])

@@ -18,8 +18,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, NullLocator
 
-from ..provenance import Source, caption
-from ..display import Note
+from ..devices import device_spec
+from ..provenance import Source, caption, modelled
+from ..display import Note, published_absent, show
 from ._common import (book_figure, frame_source, heading, named_frames, new_figure, no_data, say,
                       single_axes, time_axis)
 
@@ -219,21 +220,41 @@ def _db_label(r) -> str:
     return f"{r.W}×{r.H}×{r.C} N{r.N} K{r.K} {r.R}×{r.S}/{r.stride_h}"
 
 
+def _model_convs(or_model: Mapping[str, pd.DataFrame]) -> tuple[dict, dict]:
+    """``or_model`` (GPU name → the GEMM model's frame of DeepBench's convolutions, from
+    :func:`perfkit.experiments.conv_analysis.predicted_deepbench`) named ``"model, <GPU>"``, and their sources."""
+    if not isinstance(or_model, Mapping) or not all(isinstance(f, pd.DataFrame) for f in or_model.values()):
+        raise TypeError(f"or_model must map GPU names to the model's frames, e.g. {{'H100-SXM': "
+                        f"conv_analysis.predicted_deepbench(h100)}}, got {or_model!r}")
+    specs = [device_spec(name) for name in or_model]
+    parts = {f"model, {s.name}": frame for s, frame in zip(specs, or_model.values())}
+    gpus = " and ".join(s.name for s in specs)
+    show(published_absent(instead=f"the GEMM model's prediction of the same layers on the {gpus}, in this figure"))
+    return parts, {name: modelled(s) for name, s in zip(parts, specs)}
+
+
 @book_figure
 def plot_conv_then_now(frames: Mapping[str, pd.DataFrame | None], *, only: str | None = None,
-                       sources: Mapping[str, Source | str] | None = None) -> Figure | Note:
+                       sources: Mapping[str, Source | str] | None = None,
+                       or_model: Mapping[str, pd.DataFrame] | None = None) -> Figure | Note:
     """Forward, backward-data and backward-filter time of DeepBench's convolution shapes in every frame
     (published "then", ours "now": ``conv_deepbench``), one marker per frame, shapes in DeepBench's order
     (published frames first).
 
     ``only`` names the frame whose shapes are drawn (e.g. ``"ours"``: the shapes we measured); without it,
-    or when that frame is None, every shape of every frame.
+    or when that frame is None, every shape of every frame. Where no frame has rows (no published data
+    here, nothing measured), the GEMM model's prediction in ``or_model`` (GPU name → the frame of
+    :func:`perfkit.experiments.conv_analysis.predicted_deepbench`) is drawn instead, labelled as the model.
     """
+    if only is not None and only not in (frames or {}):
+        raise ValueError(f"only must name one of the frames ({list(frames or {})}), got {only!r}")
     parts, labels = named_frames(frames, sources)
+    title = "DeepBench's training convolutions then and now"
+    if not parts and or_model:
+        parts, labels = _model_convs(or_model)
+        title, only = "DeepBench's training convolutions as the GEMM model predicts them", None
     if not parts:
         return no_data(None, "no convolution frame to draw")
-    if only is not None and only not in (frames or {}):
-        raise ValueError(f"only must name one of the frames ({list(frames)}), got {only!r}")
     base = parts.get(only) if only is not None else None
     ordered = sorted(parts.values(), key=lambda f: "row" not in f)  # DeepBench's frames carry its row numbers
     keys = (base if base is not None else pd.concat([f[_DB_KEYS] for f in ordered]))[_DB_KEYS]
@@ -257,5 +278,5 @@ def plot_conv_then_now(frames: Mapping[str, pd.DataFrame | None], *, only: str |
         say(f"{only} has no data, so the shapes of every frame are drawn", title="Every shape drawn")
     dtypes = sorted({str(d) for f in parts.values() for d in f["dtype"].unique()}) if all(
         "dtype" in f for f in parts.values()) else []
-    heading(fig, f"DeepBench's training convolutions then and now ({', '.join(dtypes)})", caption(labels))
+    heading(fig, f"{title} ({', '.join(dtypes)})", caption(labels))
     return fig

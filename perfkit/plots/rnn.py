@@ -16,9 +16,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogFormatter
 
-from ..provenance import Source, caption
+from ..devices import device_spec
+from ..provenance import Source, caption, modelled
 from ..shapes import RNN_GATES
-from ..display import Note
+from ..display import Note, published_absent, show
 from ._common import book_figure, frame_source, heading, named_frames, new_figure, no_data, time_axis
 
 __all__ = ["plot_combine_time", "plot_layer_minibatch", "plot_persistent", "plot_rnn_batch", "plot_rnn_hidden",
@@ -204,13 +205,42 @@ def _recurrent_tflops(f: pd.DataFrame) -> pd.Series:
     return 2.0 * gates * f["hidden"] ** 2 * f["batch"] * f["timesteps"] / f["time_s"] / 1e12
 
 
+def _model_layers(or_model: Mapping[str, pd.DataFrame] | None
+                 ) -> tuple[dict[str, pd.DataFrame], dict[str, Source]]:
+    """``or_model`` (GPU name → the GEMM model's frame of DeepBench's layers, from
+    :func:`perfkit.experiments.rnn_analysis.predicted_layers`) named ``"model, <GPU>"``, and their sources."""
+    if or_model is None:
+        return {}, {}
+    if not isinstance(or_model, Mapping) or not all(isinstance(f, pd.DataFrame) for f in or_model.values()):
+        raise TypeError(f"or_model must map GPU names to the model's frames, e.g. {{'H100-SXM': "
+                        f"rnn_analysis.predicted_layers(h100)}}, got {or_model!r}")
+    specs = [device_spec(name) for name in or_model]
+    parts = {f"model, {s.name}": frame for s, frame in zip(specs, or_model.values())}
+    return parts, {name: modelled(s) for name, s in zip(parts, specs)}
+
+
+def _instead_the_model(parts: Mapping[str, pd.DataFrame]) -> None:
+    """Say, above a figure of the model's frames, that the published measurements are missing."""
+    gpus = " and ".join(name.removeprefix("model, ") for name in parts)
+    show(published_absent(instead=f"the GEMM model's prediction of the same layers on the {gpus}, in this figure"))
+
+
 @book_figure
 def plot_rnn_then_now(frames: Mapping[str, pd.DataFrame | None], *,
-                      sources: Mapping[str, Source | str] | None = None) -> Figure | Note:
+                      sources: Mapping[str, Source | str] | None = None,
+                      or_model: Mapping[str, pd.DataFrame] | None = None) -> Figure | Note:
     """Forward time of each published RNN layer shape in every frame (published "then", ours "now"),
     one marker per frame, shapes in DeepBench's order; frames share the columns cell, hidden, batch,
-    timesteps, time_s (ours: :func:`perfkit.experiments.rnn.deepbench_comparable`)."""
+    timesteps, time_s (ours: :func:`perfkit.experiments.rnn.deepbench_comparable`). Where no frame has
+    rows (no published data here, nothing measured), the GEMM model's prediction in ``or_model``
+    (GPU name → the frame of :func:`perfkit.experiments.rnn_analysis.predicted_layers`) is drawn instead,
+    labelled as the model."""
     parts, labels = named_frames(frames, sources)
+    title = "RNN layers then and now (input GEMM excluded)"
+    if not parts and or_model:
+        parts, labels = _model_layers(or_model)
+        _instead_the_model(parts)
+        title = "RNN layers as the GEMM model predicts them (input GEMM excluded)"
     if not parts:
         return no_data(None, "no RNN layer frame to draw")
     keys = ["cell", "hidden", "batch", "timesteps"]
@@ -227,17 +257,27 @@ def plot_rnn_then_now(frames: Mapping[str, pd.DataFrame | None], *,
     ax.set_xticks(range(len(shapes)), [_shape_label(r) for r in shapes.itertuples()], rotation=90, fontsize=6)
     ax.grid(True, alpha=0.25)
     ax.legend(fontsize=7)
-    heading(ax, "RNN layers then and now (input GEMM excluded)", caption(labels))
+    heading(ax, title, caption(labels))
     return fig
 
 
 @book_figure
 def plot_layer_minibatch(frames: Mapping[str, pd.DataFrame | None], *,
-                         sources: Mapping[str, Source | str] | None = None) -> Figure | Note:
+                         sources: Mapping[str, Source | str] | None = None,
+                         or_model: Mapping[str, pd.DataFrame] | None = None) -> Figure | Note:
     """TFLOP/s of the recurrent math (2·gates·H²·batch·T / time_s) against the minibatch, one panel per
-    frame, one line per (cell, H, T): doubling the minibatch should cost less than double the time."""
-    parts, labels = named_frames(frames, sources, keep=lambda f: f[f.groupby(["cell", "hidden", "timesteps"])
-                                                                    ["batch"].transform("nunique") > 1])
+    frame, one line per (cell, H, T): doubling the minibatch should cost less than double the time.
+    Where no frame has such rows, the GEMM model's prediction for the GPUs of ``or_model`` instead."""
+    def several_batches(f: pd.DataFrame) -> pd.DataFrame:
+        return f[f.groupby(["cell", "hidden", "timesteps"])["batch"].transform("nunique") > 1]
+
+    parts, labels = named_frames(frames, sources, keep=several_batches)
+    title = "Minibatch against throughput of whole RNN layers"
+    if not parts and or_model:
+        model, labels = _model_layers(or_model)
+        parts = {name: several_batches(f) for name, f in model.items()}
+        _instead_the_model(parts)
+        title += ", as the GEMM model predicts it"
     if not parts:
         return no_data(None, "no frame measures a layer at more than one minibatch")
     fig, axes = new_figure(1, len(parts), height=4)
@@ -253,7 +293,7 @@ def plot_layer_minibatch(frames: Mapping[str, pd.DataFrame | None], *,
         ax.set_title(name, fontsize=8)
     axes[0, 0].set_ylabel("TFLOP/s of the recurrent GEMMs")
     axes[0, -1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0))
-    heading(fig, "Minibatch against throughput of whole RNN layers", caption(labels))
+    heading(fig, title, caption(labels))
     return fig
 
 

@@ -20,7 +20,8 @@ The public API, by concept (one module each):
   :func:`run_or_load`, :func:`source_of`, :func:`caption`
 - published third-party measurements (DeepBench's V100/P100; XLA, Liger-Kernel, gpu-benches and
   DeepGEMM on H100/H200/A100/H800), read from a folder outside the package: :func:`published`,
-  :func:`published_sources`, :mod:`perfkit.published_data`
+  :func:`published_or_none` (None where the table is absent), :func:`published_sources`,
+  :mod:`perfkit.published_data`
 - then vs now (published beside ours): :func:`published_counterparts`, :mod:`perfkit.then_now`
 - verdicts computed from data (holds / weaker / gone / no data yet): :func:`finding`,
   :func:`verdict_table`, :func:`judge`
@@ -44,7 +45,7 @@ import warnings as _warnings
 
 from . import data, experiments, published_data, provenance, then_now, verdict
 from ._version import __version__
-from .published_data import published, published_all, published_sources
+from .published_data import published, published_all, published_or_none, published_sources
 from .display import Note, Table, device_card, note, table
 from .devices import KNOWN_DEVICES, DeviceSpec, current_device, device_spec, match_driver_name
 from .dtypes import DTYPES, canonical_dtype, itemsize, torch_dtype

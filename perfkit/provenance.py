@@ -31,7 +31,7 @@ from .data import load
 from .devices import DeviceSpec, current_device
 from .experiments.registry import get, missing_needs
 from .published_data import has_published, published
-from .then_now import KIND, counterpart
+from .then_now import COUNTERPARTS, KIND, counterpart
 
 #: The kinds of :class:`Source`.
 KINDS: tuple[str, ...] = ("live", "recorded", "published", "model", "missing")
@@ -199,8 +199,11 @@ def published_counterparts(experiment: str, *, dtype: str = "float16", gpus: Ite
     """
     if isinstance(gpus, str) or not isinstance(gpus, Iterable):
         raise TypeError(f"gpus must be a list of GPU names such as {list(THEN_GPUS)}, got {gpus!r}")
+    if experiment not in COUNTERPARTS:
+        raise LookupError(f"experiment {experiment!r} has no published counterpart; these do: "
+                          f"{', '.join(COUNTERPARTS)}")
     out: dict[str, pd.DataFrame] = {}
-    source = "deepbench_" + KIND.get(experiment, "gemm")
+    source = "deepbench_" + KIND[experiment]
     if not has_published(source, root):
         return out  # no published-data folder here: figures draw the model instead (labelled)
     for gpu in gpus:

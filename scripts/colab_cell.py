@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import textwrap
 import subprocess
 import sys
 from pathlib import Path
@@ -28,10 +29,19 @@ FIRST_CELL = re.compile(r"```\{code-cell\} ipython3\n:tags: \[remove-cell\]\n\n#
 
 
 def install_spec() -> str:
-    """The pip requirement Colab installs: ``perfkit @ git+<repository.url>@<repository.branch>``."""
+    """The pip requirement Colab installs: ``perfkit[fetch] @ git+<repository.url>@<repository.branch>``."""
     with open(REPO / "_config.yml", encoding="utf-8") as f:
         repo = yaml.safe_load(f)["repository"]
-    return f"perfkit @ git+{repo['url']}@{repo['branch']}"
+    return f"perfkit[fetch] @ git+{repo['url']}@{repo['branch']}"
+
+
+def book_tables() -> list[str]:
+    """The published tables the book's pages read (every catalogued one a chapter of the book uses)."""
+    sys.path.insert(0, str(REPO))
+    from perfkit.published_data.catalog import CATALOG
+
+    pages = {p.stem.split("_", 1)[1] for p in (REPO / "chapters").glob("[0-9]*_*.md")}
+    return [name for name, e in CATALOG.items() if set(e.chapters) & pages]
 
 
 def cell() -> str:
@@ -39,10 +49,21 @@ def cell() -> str:
     return ("```{code-cell} ipython3\n:tags: [remove-cell]\n\n"
             "# Colab only: install perfkit (from _config.yml's repository; written by\n"
             "# scripts/colab_cell.py). It leaves Colab's own torch alone: perfkit does not pin it.\n"
+            "# The published measurements the book reads are not in perfkit: fetch them once from\n"
+            "# their sources (pinned commits, checksummed); without them pages draw the model.\n"
             "import sys\n"
             'if "google.colab" in sys.modules:\n'
             f'    %pip install -q "{install_spec()}"\n'
+            f"    tables = {_wrapped(book_tables())}\n"
+            "    !python -m perfkit published fetch {tables}\n"
             "```\n")
+
+
+def _wrapped(names: list[str]) -> str:
+    """The names as one Python string literal, split into lines of at most 92 characters."""
+    lines = textwrap.wrap(" ".join(names), 92 - 18, break_on_hyphens=False)
+    parts = [f'"{line} "' for line in lines[:-1]] + [f'"{lines[-1]}"']
+    return "(" + "\n              ".join(parts) + ")"
 
 
 def chapters() -> list[Path]:

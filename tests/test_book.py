@@ -108,10 +108,12 @@ def test_first_cell_installs_perfkit_on_colab_only(md):
     code = [c for c in nb.cells if c.cell_type == "code"]
     first = code[0]
     cfg = load_yaml("_config.yml")["repository"]
-    want = f'"perfkit @ git+{cfg["url"]}@{cfg["branch"]}"'
+    want = f'"perfkit[fetch] @ git+{cfg["url"]}@{cfg["branch"]}"'
     assert "remove-cell" in first.metadata.get("tags", []), f"{md}: first code cell is not tagged remove-cell"
     assert 'if "google.colab" in sys.modules:' in first.source, f"{md}: first code cell is not guarded for Colab"
     assert f"%pip install -q {want}" in first.source, f"{md}: first code cell does not `%pip install -q {want}`"
+    assert "    !python -m perfkit published fetch {tables}" in first.source and "deepbench_gemm" in first.source, (
+        f"{md}: the Colab cell does not fetch the published tables the book reads")
     code_lines = [line for line in first.source.splitlines() if not line.lstrip().startswith("#")]
     assert not any("torch" in line for line in code_lines), (
         f"{md}: the Colab install cell must not touch torch (Colab's own CUDA torch must stay)")

@@ -82,7 +82,7 @@ def test_sdist_and_wheel_contents(dist):
                    *(f"perfkit/_data/{f}" for f in _data_files())]:
         assert needed in names, f"the wheel lacks {needed}"
     assert not [n for n in names if n.startswith(("tests/", "chapters/", "data/"))], "the wheel carries non-package files"
-    published = [n for n in names if "published" in n.lower() and not n.startswith("perfkit/published_data/")]
+    published = [n for n in names if "published" in n.lower() and not n.endswith(".py")]
     assert not published, f"the wheel ships published third-party data: {published}"
     csvs = {Path(n).name for n in names if n.endswith(".csv")}
     from perfkit.published_data import CATALOG

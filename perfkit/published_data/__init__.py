@@ -10,7 +10,7 @@ where each table comes from, its licence and how its publisher timed.
 
 from .catalog import CATALOG, PublishedSource
 from .read import (ENV, HOW_TO_GET, PublishedDataMissing, describe, has_published, published, published_all,
-                   published_root, published_sources)
+                   published_or_none, published_root, published_sources)
 
 __all__ = ["CATALOG", "ENV", "HOW_TO_GET", "PublishedDataMissing", "PublishedSource", "describe", "has_published",
-           "published", "published_all", "published_root", "published_sources"]
+           "published", "published_all", "published_or_none", "published_root", "published_sources"]

@@ -257,6 +257,13 @@ def has_published(source: str, root: str | os.PathLike | None = None) -> bool:
     return (base / _entry(source, base).file).is_file()
 
 
+def published_or_none(source: str, gpu: str | DeviceSpec | None = None, *,
+                      root: str | os.PathLike | None = None) -> pd.DataFrame | None:
+    """:func:`published`, or None where the published-data folder (or the table) is absent: for
+    chapters and analyses that then show the model's prediction and say how to get the data."""
+    return published(source, gpu, root=root) if has_published(source, root) else None
+
+
 def published_sources(root: str | os.PathLike | None = None) -> pd.DataFrame:
     """What perfkit can read: one row per published table, whether it is here, and how it was timed.
 

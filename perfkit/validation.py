@@ -141,8 +141,8 @@ def validation_frames(root=None) -> dict[str, pd.DataFrame]:
         meta = f.attrs["meta"]
         frames[f"{meta.get('published_by')} {meta.get('device')}"] = with_predictions(f)
     if has_published("xla_h100_gemm"):
-        from .experiments.gemm_published import xla_rows
         from .published_data import published
+        from .published_data.xla import xla_rows
 
         frames["OpenXLA H100-SXM"] = with_predictions(xla_rows(published("xla_h100_gemm")))
     table = recordings(root)

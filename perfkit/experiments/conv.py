@@ -25,7 +25,7 @@ from ..quantization import alignment
 from ..timing import bench
 from ..units import MiB
 from .common import ensure_fits, measured_spec, resolve_device, sweep, timing_row
-from .conv_analysis import (CHANNEL_COLUMNS, DB_COLUMNS, DB_MEANINGS, PHASES, PREDICTED, SHAPE_COLUMNS, TIME_COLUMNS,
+from .conv_analysis import (CHANNEL_COLUMNS, DB_COLUMNS, DEEPBENCH_CONVS, DB_MEANINGS, PHASES, PREDICTED, SHAPE_COLUMNS, TIME_COLUMNS,
                             channel_effects, channel_points, conv_flops, conv_shape, db_shape,
                             first_layer_effects, for_reader, layout_effects, layout_payback, model_agreement,
                             model_row, param_effects, param_points, predicted_channels, predicted_params,
@@ -45,19 +45,6 @@ RESNET_LAYERS: tuple[tuple[int, ...], ...] = ((64, 56, 56, 64, 3, 3, 1, 1), (256
                                              (256, 14, 14, 256, 3, 3, 1, 1))
 #: First layers on 224² RGB images, K = 64: ResNet's 7×7 stride-2 stem and a stride-1 3×3 (VGG's).
 STEMS: dict[str, tuple] = {"7×7/2": (7, 2, 3), "3×3/1": (3, 1, 1)}  # filter, stride, padding
-#: DeepBench training convolutions measured by ``conv_deepbench``: (W, H, C, N, K, R, S, pad_h, pad_w,
-#: stride_h, stride_w), speech, face, VGG, ResNet-50, Inception and DeepSpeech layers.
-DEEPBENCH_CONVS: tuple[tuple[int, ...], ...] = (
-    (700, 161, 1, 16, 32, 5, 20, 0, 0, 2, 2), (341, 79, 32, 16, 32, 5, 10, 0, 0, 2, 2),
-    (480, 48, 1, 16, 16, 3, 3, 1, 1, 1, 1), (240, 24, 16, 16, 32, 3, 3, 1, 1, 1, 1),
-    (108, 108, 3, 8, 64, 3, 3, 1, 1, 2, 2), (224, 224, 3, 16, 64, 3, 3, 1, 1, 1, 1),
-    (112, 112, 64, 16, 128, 3, 3, 1, 1, 1, 1), (56, 56, 128, 16, 256, 3, 3, 1, 1, 1, 1),
-    (28, 28, 256, 16, 512, 3, 3, 1, 1, 1, 1), (14, 14, 512, 16, 512, 3, 3, 1, 1, 1, 1),
-    (224, 224, 3, 16, 64, 7, 7, 3, 3, 2, 2), (56, 56, 64, 16, 64, 3, 3, 1, 1, 1, 1),
-    (56, 56, 64, 16, 256, 1, 1, 0, 0, 2, 2), (14, 14, 256, 16, 256, 3, 3, 1, 1, 1, 1),
-    (7, 7, 512, 16, 2048, 1, 1, 0, 0, 1, 1), (28, 28, 192, 16, 32, 5, 5, 2, 2, 1, 1),
-    (14, 14, 512, 16, 192, 1, 1, 0, 0, 1, 1), (350, 80, 64, 16, 128, 5, 5, 1, 1, 2, 2),
-    (84, 20, 256, 16, 512, 5, 5, 1, 1, 2, 2))
 
 
 def _layers(layers, N: int, cpu: bool) -> dict[str, dict]:

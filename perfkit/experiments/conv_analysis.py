@@ -24,13 +24,26 @@ from ..then_now import CONV_SHAPE, speedups
 from .common import predicted_s
 from .reader import CONV_NAMES, readable
 
-__all__ = ["CHANNEL_COLUMNS", "DB_COLUMNS", "DB_MEANINGS", "PHASES", "PREDICTED", "SHAPE_COLUMNS", "TIME_COLUMNS",
+__all__ = ["CHANNEL_COLUMNS", "DB_COLUMNS", "DB_MEANINGS", "DEEPBENCH_CONVS", "PHASES", "PREDICTED", "SHAPE_COLUMNS", "TIME_COLUMNS",
            "channel_effects", "channel_points", "conv_flops", "conv_gemm", "conv_shape", "db_shape", "model_row",
            "param_points", "predicted_channels", "predicted_params",
            "first_layer_effects", "for_reader", "furthest_off", "layout_effects", "layout_payback", "median_speedup",
            "model_agreement", "param_effects", "predicted_deepbench", "predicted_published", "share_within",
            "speedup_by_channels", "throughput_gain"]
 
+#: DeepBench training convolutions measured by ``conv_deepbench``: (W, H, C, N, K, R, S, pad_h, pad_w,
+#: stride_h, stride_w), speech, face, VGG, ResNet-50, Inception and DeepSpeech layers.
+DEEPBENCH_CONVS: tuple[tuple[int, ...], ...] = (
+    (700, 161, 1, 16, 32, 5, 20, 0, 0, 2, 2), (341, 79, 32, 16, 32, 5, 10, 0, 0, 2, 2),
+    (480, 48, 1, 16, 16, 3, 3, 1, 1, 1, 1), (240, 24, 16, 16, 32, 3, 3, 1, 1, 1, 1),
+    (108, 108, 3, 8, 64, 3, 3, 1, 1, 2, 2), (224, 224, 3, 16, 64, 3, 3, 1, 1, 1, 1),
+    (112, 112, 64, 16, 128, 3, 3, 1, 1, 1, 1), (56, 56, 128, 16, 256, 3, 3, 1, 1, 1, 1),
+    (28, 28, 256, 16, 512, 3, 3, 1, 1, 1, 1), (14, 14, 512, 16, 512, 3, 3, 1, 1, 1, 1),
+    (224, 224, 3, 16, 64, 7, 7, 3, 3, 2, 2), (56, 56, 64, 16, 64, 3, 3, 1, 1, 1, 1),
+    (56, 56, 64, 16, 256, 1, 1, 0, 0, 2, 2), (14, 14, 256, 16, 256, 3, 3, 1, 1, 1, 1),
+    (7, 7, 512, 16, 2048, 1, 1, 0, 0, 1, 1), (28, 28, 192, 16, 32, 5, 5, 2, 2, 1, 1),
+    (14, 14, 512, 16, 192, 1, 1, 0, 0, 1, 1), (350, 80, 64, 16, 128, 5, 5, 1, 1, 2, 2),
+    (84, 20, 256, 16, 512, 5, 5, 1, 1, 2, 2))
 #: DeepBench's shape columns (:data:`perfkit.then_now.CONV_SHAPE` without the dtype), and their meanings.
 DB_COLUMNS = ["W", "H", "C", "N", "K", "R", "S", "pad_h", "pad_w", "stride_h", "stride_w"]
 DB_MEANINGS = dict(zip(DB_COLUMNS, ("input width, pixels", "input height, pixels", "input channels", "batch",
@@ -164,9 +177,8 @@ def predicted_deepbench(spec, shapes: Sequence[tuple[int, ...]] | None = None, d
     """The GEMM model's view of DeepBench's convolutions on ``spec`` (no measurement): DeepBench's columns
     (:data:`DB_COLUMNS`, dtype) with the model's time of each pass as ``time_s``, ``bwd_inputs_time_s`` and
     ``bwd_params_time_s`` (seconds). ``shapes``: DeepBench tuples, default
-    :data:`perfkit.experiments.conv.DEEPBENCH_CONVS`. Caption it with :func:`perfkit.provenance.modelled`."""
+    :data:`DEEPBENCH_CONVS`. Caption it with :func:`perfkit.provenance.modelled`."""
     if shapes is None:
-        from .conv import DEEPBENCH_CONVS  # conv imports this module
         shapes = DEEPBENCH_CONVS
     dtype = canonical_dtype(dtype)
     rows = []

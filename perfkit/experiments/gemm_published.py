@@ -25,7 +25,7 @@ bytes/s (GB/s in ``gbps``).
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -34,6 +34,7 @@ from .._validate import one_of, positive_int
 from ..calibration import Ceilings, default_ceilings
 from ..devices import DeviceSpec, device_spec
 from ..gemm_model import GemmModel, explain_gemm, prediction_error
+from ..published_data.xla import XLA_DTYPES, xla_rows  # noqa: F401  (the chapter reads gp.xla_rows)
 from ..validation import fit_half, half_labels, with_predictions
 
 __all__ = ["ERROR_WORDS", "SWEEPS", "XLA_DTYPES", "batched_rows", "batching_gain", "deepgemm_dense",
@@ -42,7 +43,6 @@ __all__ = ["ERROR_WORDS", "SWEEPS", "XLA_DTYPES", "batched_rows", "batching_gain
            "throughput_by_work", "time_ratio_table", "with_model", "xla_rows"]
 
 #: XLA's dtypes perfkit uses → the dtype they run as (f32 dots run on TF32 Tensor Cores).
-XLA_DTYPES: dict[str, str] = {"bfloat16": "bfloat16", "float32": "tf32"}
 #: NVIDIA's two size sweeps (its Figures 3 and 4), as cut from XLA's grid: the dimension that
 #: varies, and the fixed ones.
 SWEEPS: dict[str, tuple[str, str]] = {"mn": ("M = N", "K = 4096"), "k": ("K", "M = N = 4096")}
@@ -59,33 +59,6 @@ def _frame(frame: Any, name: str = "frame") -> pd.DataFrame | None:
 def _keep_meta(out: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
     out.attrs["meta"] = dict(frame.attrs.get("meta") or {})
     return out
-
-
-def xla_rows(frame: pd.DataFrame | None, *, dtype: str | None = None,
-             batch: int | Iterable[int] | None = None) -> pd.DataFrame | None:
-    """XLA's bf16 and TF32 rows (``dtype`` ``"bfloat16"`` / ``"tf32"``; XLA's own in ``xla_dtype``).
-
-    ``dtype`` keeps one of them; ``batch`` keeps one b or several. The fp8 rows are dropped (their
-    median mixes a layout kernel with the GEMM: the table's README). Given its own result, it only
-    filters.
-    """
-    if _frame(frame) is None:
-        return None
-    if dtype is not None:
-        dtype = one_of("dtype", "tf32" if dtype == "float32" else dtype, tuple(XLA_DTYPES.values()))
-    if "xla_dtype" in frame:  # already these rows
-        out = frame.copy()
-    else:
-        out = frame[frame["dtype"].isin(list(XLA_DTYPES))].copy()
-        out["xla_dtype"] = out["dtype"]
-        out["dtype"] = out["dtype"].map(XLA_DTYPES)
-    if dtype is not None:
-        out = out[out["dtype"] == dtype]
-    if batch is not None:
-        wanted = [positive_int("batch", batch)] if not isinstance(batch, Iterable) else \
-            [positive_int("batch", b) for b in batch]
-        out = out[out["b"].isin(wanted)]
-    return _keep_meta(out.reset_index(drop=True), frame)
 
 
 def with_model(frame: pd.DataFrame | None, spec: DeviceSpec | None = None, *, model: GemmModel | None = None,

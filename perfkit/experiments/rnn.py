@@ -29,7 +29,8 @@ from ..units import format_time
 from .common import (ensure_fits, gemm_row, matmul_fn, matmul_operands, predicted_s, require_gpu, resolve_device,
                      sweep, timing_row)
 from .registry import register
-from .rnn_analysis import combine_speedup, deepbench_comparable, throughput_ratio  # noqa: F401  (re-exported)
+from .rnn_analysis import (DEEPBENCH_LAYERS, combine_speedup, deepbench_comparable,  # noqa: F401  (re-exported)
+                           throughput_ratio)
 
 __all__ = ["CELLS", "DEEPBENCH_LAYERS", "PERSISTENT_ATOL", "combine_speedup", "deepbench_comparable", "gemm_loop",
            "rnn_batch", "rnn_combine_time", "rnn_cudnn", "rnn_hidden", "rnn_persistent", "throughput_ratio"]
@@ -212,12 +213,6 @@ def _inputs(shape: tuple[int, ...], dtype: str, device: str):
     return torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(torch_dtype(dtype))
 
 
-#: DeepBench's training layers (cell, hidden, batch, T) that a sweep measures, plus small batches.
-DEEPBENCH_LAYERS: tuple[tuple[str, int, int, int], ...] = tuple(
-    [("rnn", h, b, 50) for h in (1760, 2048, 2560) for b in (16, 32, 64, 128)]
-    + [("lstm", h, b, 25) for h in (512, 1024, 2048) for b in (16, 32, 64, 128)]
-    + [("gru", 512, 32, 1), ("gru", 1536, 32, 187), ("gru", 2560, 32, 187), ("gru", 1024, 32, 1500)]
-    + [("rnn", 2048, b, 50) for b in (1, 4)] + [("lstm", 1024, b, 25) for b in (1, 4)])
 _CPU_LAYERS = (("rnn", 64, 4, 8), ("gru", 64, 4, 8), ("lstm", 64, 4, 8), ("lstm", 128, 8, 16))
 
 

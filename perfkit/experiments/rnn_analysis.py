@@ -19,9 +19,16 @@ from ..shapes import rnn_gemms
 from ..then_now import RNN_SHAPE, layout_spread, speedups
 from .common import predicted_s
 
-__all__ = ["batch_effects", "combine_speedup", "combine_summary", "deepbench_comparable", "layer_count",
+__all__ = ["DEEPBENCH_LAYERS", "batch_effects", "combine_speedup", "combine_summary", "deepbench_comparable", "layer_count",
            "layer_speedups", "layout_table", "persistent_summary", "predicted_layers", "throughput_ratio",
            "throughput_ratios"]
+
+#: DeepBench's training layers (cell, hidden, batch, T) that a sweep measures, plus small batches.
+DEEPBENCH_LAYERS: tuple[tuple[str, int, int, int], ...] = tuple(
+    [("rnn", h, b, 50) for h in (1760, 2048, 2560) for b in (16, 32, 64, 128)]
+    + [("lstm", h, b, 25) for h in (512, 1024, 2048) for b in (16, 32, 64, 128)]
+    + [("gru", 512, 32, 1), ("gru", 1536, 32, 187), ("gru", 2560, 32, 187), ("gru", 1024, 32, 1500)]
+    + [("rnn", 2048, b, 50) for b in (1, 4)] + [("lstm", 1024, b, 25) for b in (1, 4)])
 
 
 def deepbench_comparable(frame: pd.DataFrame | None) -> pd.DataFrame | None:
@@ -170,12 +177,11 @@ def predicted_layers(spec: DeviceSpec, layers: Sequence[tuple[str, int, int, int
                      dtype: str = "float16") -> pd.DataFrame:
     """The GEMM model's forward time of whole layers as DeepBench timed them (input GEMM excluded): T
     recurrent GEMMs on ``spec``. ``layers``: (cell, hidden, batch, T) tuples, default
-    :data:`perfkit.experiments.rnn.DEEPBENCH_LAYERS`. Columns cell, hidden, batch, timesteps, dtype and
+    :data:`DEEPBENCH_LAYERS`. Columns cell, hidden, batch, timesteps, dtype and
     time_s (seconds, predicted); caption it with :func:`perfkit.provenance.modelled`."""
     if not isinstance(spec, DeviceSpec):
         raise TypeError(f"spec must be a DeviceSpec such as pk.device_spec('V100-SXM2'), got {spec!r}")
     if layers is None:
-        from .rnn import DEEPBENCH_LAYERS  # rnn imports this module
         layers = DEEPBENCH_LAYERS
     dtype = canonical_dtype(dtype)
     rows = [{"cell": c, "hidden": h, "batch": b, "timesteps": t, "dtype": dtype,

@@ -27,10 +27,18 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ._core import EVIDENCE, PREDICTIONS, STATUSES, VERDICTS, Evidence, Finding, finding, judge, show, verdict_table
+from ._core import EVIDENCE, PREDICTIONS, STATUSES, VERDICTS, Evidence, Finding, finding, judge, verdict_table
 
 __all__ = ["EVIDENCE", "PREDICTIONS", "STATUSES", "VERDICTS", "Evidence", "Finding", "book_table", "book_table_html",
            "book_summary", "chapter_table", "finding", "judge", "show", "verdict_table"]
+
+
+def show(table: pd.DataFrame, *, complete: bool = True):
+    """A chapter's verdict table as HTML, every rule nothing measured completed with the published or
+    predicted "now" of the book's table, styled apart (see :func:`perfkit.verdict.book.show`)."""
+    from .book import show as _show
+
+    return _show(table, complete=complete)
 
 
 def book_table() -> pd.DataFrame:

@@ -22,7 +22,7 @@ from ..display import Table
 from ._frames import measured_from
 
 __all__ = ["EVIDENCE", "PREDICTIONS", "STATUSES", "VERDICTS", "Evidence", "Finding", "finding", "instead_of", "judge",
-           "show", "verdict_table"]
+           "verdict_table"]
 
 #: The possible verdicts, strongest first.
 STATUSES: tuple[str, ...] = ("holds", "weaker", "gone", "no data yet")
@@ -254,22 +254,3 @@ class VerdictTable(Table):
         cap = f"<caption>{html.escape(self.caption)}</caption>" if self.caption else ""
         return (f'<div class="perfkit-table-wrap"><table class="perfkit-table perfkit-verdicts">{cap}'
                 f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
-
-
-def show(table: pd.DataFrame, *, complete: bool = True) -> VerdictTable:
-    """A chapter's verdict table (from :func:`verdict_table`) as an HTML table: the rule, the claim
-    with its source, then and now in the row's unit, the verdict, and what the "now" rests on.
-
-    With ``complete`` (default), a rule nothing measured gets the "now" the book's table gives it
-    (:func:`perfkit.verdict.book.complete`): a published measurement of a current GPU, else the
-    model's prediction, labelled as such; its row is styled apart from measured ones.
-    """
-    if not isinstance(complete, bool):
-        raise TypeError(f"complete must be True or False, got {complete!r}")
-    table = with_evidence(table)
-    if complete and (table["evidence"] == "").any():
-        from .book import complete as fill
-
-        table = fill(table)
-    shown = table.assign(claim=table["claim"] + " (" + table["source"] + ")", rests_on=rests_on(table))
-    return VerdictTable(shown[list(SHOWN)].rename(columns=SHOWN), table["evidence"])

@@ -17,7 +17,7 @@ from types import ModuleType
 import pandas as pd
 
 from ._core import COLUMNS as FINDING_COLUMNS
-from ._core import EVIDENCE, rests_on, verdict_table, with_evidence
+from ._core import EVIDENCE, SHOWN, VerdictTable, rests_on, verdict_table, with_evidence
 
 #: The chapters with a verdict table, in reading order (modules of :mod:`perfkit.verdict`).
 CHAPTERS = ("gemm", "fc", "rnn", "conv", "memory")
@@ -74,6 +74,26 @@ def complete(table: pd.DataFrame) -> pd.DataFrame:
                 out.at[i, column] = row[column]
         return out
     return table
+
+
+_complete = complete  # show() takes a keyword of the same name
+
+
+def show(table: pd.DataFrame, *, complete: bool = True) -> VerdictTable:
+    """A chapter's verdict table (from :func:`~perfkit.verdict._core.verdict_table`) as an HTML table: the rule, the claim
+    with its source, then and now in the row's unit, the verdict, and what the "now" rests on.
+
+    With ``complete`` (default), a rule nothing measured gets the "now" the book's table gives it
+    (:func:`complete`): a published measurement of a current GPU, else the
+    model's prediction, labelled as such; its row is styled apart from measured ones.
+    """
+    if not isinstance(complete, bool):
+        raise TypeError(f"complete must be True or False, got {complete!r}")
+    table = with_evidence(table)
+    if complete and (table["evidence"] == "").any():
+        table = _complete(table)
+    shown = table.assign(claim=table["claim"] + " (" + table["source"] + ")", rests_on=rests_on(table))
+    return VerdictTable(shown[list(SHOWN)].rename(columns=SHOWN), table["evidence"])
 
 
 def book_table_html(table: pd.DataFrame, *, root: str = "chapters/") -> str:
@@ -147,4 +167,4 @@ def book_summary(table: pd.DataFrame) -> str:
                                "guide's own number).")
 
 
-__all__ = ["CHAPTERS", "COLUMNS", "book_summary", "book_table", "book_table_html", "chapter_findings", "complete"]
+__all__ = ["CHAPTERS", "COLUMNS", "book_summary", "book_table", "book_table_html", "chapter_findings", "complete", "show"]

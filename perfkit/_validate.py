@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+import pandas as pd
 
 
 def _is_int(value: Any) -> bool:
@@ -119,6 +120,13 @@ def optional_str(name: str, value: Any) -> str | None:
     """``value`` if it is a string or ``None``."""
     if value is not None and not isinstance(value, str):
         raise TypeError(f"{name} must be a string or None, got {value!r}")
+    return value
+
+
+def frame_or_none(name: str, value: Any) -> pd.DataFrame | None:
+    """``value`` if it is a pandas DataFrame or None (no data: analyses pass it through)."""
+    if value is not None and not isinstance(value, pd.DataFrame):
+        raise TypeError(f"{name} must be a pandas DataFrame or None, got {type(value).__name__}")
     return value
 
 

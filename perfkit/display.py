@@ -17,7 +17,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from .devices import DeviceSpec
-from .published_data.read import HOW_TO_GET
+from .published_data.read import HOW_TO_GET, has_published
 from .units import GIGA, format_rate as _rate, time_column
 
 __all__ = ["PUBLISHED_ABSENT", "Note", "Table", "device_card", "note", "printed", "published_absent", "show", "table"]
@@ -106,6 +106,17 @@ def published_absent(instead: str = "") -> Note:
     """The note shown where published measurements are not here (:data:`PUBLISHED_ABSENT`);
     ``instead`` says what the reader sees in their place."""
     return Note(PUBLISHED_ABSENT[:1].upper() + PUBLISHED_ABSENT[1:], "Published data missing", instead)
+
+
+def absent_note(*sources: str) -> Note | None:
+    """A one-line note saying how to get the published tables ``sources`` where any is absent (the
+    figures then draw the model's prediction); None when all are here."""
+    absent = [s for s in sources if not has_published(s)]
+    if not absent:
+        return None
+    return Note(f"The published table{'s' if len(absent) > 1 else ''} {', '.join(absent)} "
+                f"{'are' if len(absent) > 1 else 'is'} not here, so the figures below show the model's prediction "
+                f"instead. To see the measurements: {HOW_TO_GET}.", "Published data not found")
 
 
 def printed(template: str, *values: Any, missing: Note | None = None) -> None:

@@ -27,6 +27,7 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
+from ._validate import frame_or_none
 from .data import load
 from .devices import DeviceSpec, current_device
 from .experiments.registry import get, missing_needs
@@ -103,10 +104,8 @@ def from_meta(meta: Mapping[str, Any]) -> Source:
 
 def source_of(frame: pd.DataFrame | None) -> Source | None:
     """The :class:`Source` of a frame from its ``attrs["meta"]``, or ``None`` if it carries none."""
-    if frame is None:
+    if frame_or_none("frame", frame) is None:
         return None
-    if not isinstance(frame, pd.DataFrame):
-        raise TypeError(f"frame must be a pandas DataFrame or None, got {type(frame).__name__}")
     meta = frame.attrs.get("meta")
     return from_meta(meta) if meta else None
 

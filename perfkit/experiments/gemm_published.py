@@ -30,7 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from .._validate import one_of, positive_int
+from .._validate import frame_or_none, one_of, positive_int
 from ..calibration import Ceilings, default_ceilings
 from ..devices import DeviceSpec, device_spec
 from ..gemm_model import GemmModel, explain_gemm, prediction_error
@@ -51,9 +51,7 @@ _POWERS = tuple(2**k for k in range(8, 13))  # XLA's sizes: 256 … 4096
 
 
 def _frame(frame: Any, name: str = "frame") -> pd.DataFrame | None:
-    if frame is not None and not isinstance(frame, pd.DataFrame):
-        raise TypeError(f"{name} must be a pandas DataFrame or None, got {type(frame).__name__}")
-    return frame
+    return frame_or_none(name, frame)
 
 
 def _keep_meta(out: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:

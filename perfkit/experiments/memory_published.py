@@ -30,12 +30,10 @@ from .._validate import one_of, positive_number
 from ..devices import DeviceSpec, device_spec
 from ..dtypes import canonical_dtype, itemsize
 from ..memory_model import PARAM_ITEMSIZE, chain_bytes, layer_bytes, memory_time
-from ..display import Note, note
-from ..published_data import HOW_TO_GET, has_published
 from .reader import readable
 from .stream_published import GENERATIONS, occupancy_for_fraction, stream_occupancy, stream_peak_fraction, stream_table
 
-__all__ = ["FUSED", "GENERATIONS", "LABELS", "PAIRS", "SWEEPS", "TWINS", "absent_note", "achieved_fraction_of_bandwidth",
+__all__ = ["FUSED", "GENERATIONS", "LABELS", "PAIRS", "SWEEPS", "TWINS", "achieved_fraction_of_bandwidth",
            "bandwidth_spread", "bandwidth_table", "byte_model_error", "fusion_pairs", "fusion_ratio_measured",
            "fusion_ratio_predicted", "fusion_saving_realised", "liger_forward", "occupancy_for_fraction", "pairs_table",
            "provider_kernels", "stream_occupancy", "stream_peak_fraction", "stream_table"]
@@ -76,17 +74,6 @@ SWEEPS: dict[str, tuple[int, tuple[int, ...], str]] = {
     "relu_squared": (4096, tuple(2**k for k in range(7, 15)), "bfloat16"),
 }
 _F32 = "float32"
-
-
-def absent_note(*sources: str) -> Note | None:
-    """A one-line note saying how to get the published tables ``sources`` where any is absent (the
-    figures then draw the model's prediction); None when all are here."""
-    absent = [s for s in sources if not has_published(s)]
-    if not absent:
-        return None
-    return note(f"The published table{'s' if len(absent) > 1 else ''} {', '.join(absent)} "
-                f"{'are' if len(absent) > 1 else 'is'} not here, so the figures below show the model's prediction "
-                f"instead. To see the measurements: {HOW_TO_GET}.", title="Published data not found")
 
 
 def _rms_chain(shape: tuple[int, int], dtype: str, *, add: bool) -> list[tuple[str, int]]:

@@ -12,6 +12,7 @@ from typing import Mapping, Sequence, Union
 
 import pandas as pd
 
+from .._validate import frame_or_none
 from ..units import time_column
 
 __all__ = ["CONV_NAMES", "MEMORY_NAMES", "readable"]
@@ -50,10 +51,8 @@ def readable(frame: pd.DataFrame | None, columns: Sequence[str] | None = None, *
     scaled) by ``names``; ``seconds`` is the unit (``"s"``, ``"ms"``, ``"µs"``, ``"ns"``) of every
     column of seconds (``*_s``), or a mapping column → unit (the others stay in seconds).
     ``ValueError`` for a column the frame lacks. Pure: None in, None out."""
-    if frame is None:
+    if frame_or_none("frame", frame) is None:
         return None
-    if not isinstance(frame, pd.DataFrame):
-        raise TypeError(f"frame must be a pandas DataFrame or None, got {type(frame).__name__}")
     columns = [str(c) for c in frame.columns] if columns is None else list(columns)
     units = ({c: seconds for c in columns if c.endswith("_s")} if isinstance(seconds, str)
              else dict(seconds or {}))

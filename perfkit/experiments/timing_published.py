@@ -22,10 +22,9 @@ import pandas as pd
 from .._validate import one_of, positive_number
 from ..devices import DeviceSpec, device_spec
 from ..memory_model import memory_time
-from .memory_published import absent_note
 from .reader import readable
 
-__all__ = ["FLOOR_SPAN", "HBM_FACTOR", "VARIANTS", "absent_note", "hbm_plateau_gbps", "l2_plateau_gbps",
+__all__ = ["FLOOR_SPAN", "HBM_FACTOR", "VARIANTS", "hbm_plateau_gbps", "l2_plateau_gbps",
            "launch_bound_bytes", "launch_floor_s", "predicted_small_kernels",
            "small_kernel_summary", "small_kernel_sweep", "summary_table"]
 

@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from .._validate import positive_int
+from .._validate import frame_or_none, positive_int
 from ..devices import DeviceSpec, device_spec
 from ..dtypes import canonical_dtype
 from ..experiments.conv_analysis import DB_COLUMNS, PHASES, channel_points, conv_flops, conv_shape, db_shape
@@ -56,10 +56,8 @@ def _spec(spec: Any, param: str = "spec") -> DeviceSpec:
 
 def _gpu_frame(frame: Any, param: str, columns: Sequence[str]) -> pd.DataFrame | None:
     """``frame`` if it is a GPU frame (live, recorded or published) with ``columns``; None stays None."""
-    if frame is None:
+    if frame_or_none(param, frame) is None:
         return None
-    if not isinstance(frame, pd.DataFrame):
-        raise TypeError(f"{param} must be a pandas DataFrame or None, got {type(frame).__name__}")
     if (frame.attrs.get("meta") or {}).get("device_kind") == "cpu":
         raise ValueError(f"{param} was measured on a CPU; these figures set GPU data against a GPU's model, "
                          "so pass a GPU frame (live or recorded) or None")

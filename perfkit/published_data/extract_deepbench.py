@@ -21,9 +21,9 @@ from typing import Any, Callable, Iterator, Mapping
 import pandas as pd
 
 from .catalog import PublishedSource
+from .deepbench import FP32, P100_FP16, V100_FP16
 from .extract_text import LF, Reader, commit_date, history, require, source_of, table, text_of
 
-FP32, V100_FP16, P100_FP16 = "Results FP32", "Results - FP16 ip, Mixed math", "Results - Psuedo FP16"
 #: worksheet → (precision of the operands, what the sheet says about the math)
 SHEETS = {
     FP32: ("float32", "fp32 in, fp32 math"),

@@ -6,7 +6,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from .._validate import one_of, positive_int
+from .._validate import frame_or_none, one_of, positive_int
 
 #: XLA's dtype of a row → the math perfkit prices it with (XLA's ``float32`` dots run as TF32).
 XLA_DTYPES: dict[str, str] = {"bfloat16": "bfloat16", "float32": "tf32"}
@@ -20,10 +20,8 @@ def xla_rows(frame: pd.DataFrame | None, *, dtype: str | None = None,
     median mixes a layout kernel with the GEMM: the table's README). Given its own result, it only
     filters.
     """
-    if frame is None:
+    if frame_or_none("frame", frame) is None:
         return None
-    if not isinstance(frame, pd.DataFrame):
-        raise TypeError(f"frame must be a pandas DataFrame or None, got {type(frame).__name__}")
     if dtype is not None:
         dtype = one_of("dtype", "tf32" if dtype == "float32" else dtype, tuple(XLA_DTYPES.values()))
     if "xla_dtype" in frame:  # already these rows

@@ -7,6 +7,7 @@ from typing import Iterable
 
 import pandas as pd
 
+from .._validate import frame_or_none
 from ..data import has_recording, load
 from ..devices import DeviceSpec, gpu_of_meta, is_cpu_meta
 
@@ -19,10 +20,8 @@ def is_cpu(frame: pd.DataFrame) -> bool:
 def gpu_rows(frame: pd.DataFrame | None, param: str = "frame") -> pd.DataFrame | None:
     """``frame`` if it holds rows measured on a GPU, else None (missing, empty or a CPU run);
     ``TypeError`` naming ``param`` if it is not a DataFrame."""
-    if frame is None:
+    if frame_or_none(param, frame) is None:
         return None
-    if not isinstance(frame, pd.DataFrame):
-        raise TypeError(f"{param} must be a pandas DataFrame or None, got {type(frame).__name__}")
     return None if frame.empty or is_cpu(frame) else frame
 
 

@@ -11,7 +11,8 @@ The public API, by concept (one module each):
 - gemm_model: :func:`predict_gemm_time`, :func:`explain_gemm`, :class:`GemmModel`
 - memory_model (bytes of memory-limited layers): :func:`layer_bytes`, :func:`chain_bytes` (eager vs
   fused), :func:`memory_time`, :func:`predict_layer_time`
-- calibration (achievable ceilings): :func:`achievable_ceilings`, :class:`Ceilings`
+- ceilings (achievable ceilings, carried by a spec as ``spec.ceilings``): :func:`achievable_ceilings`,
+  :class:`Ceilings`; :func:`calibrated` attaches those recorded in ``data/`` (:func:`current_device` does)
 - validation (the model against every published and recorded GEMM): :func:`validation_table`
 - timing: :func:`bench`, :class:`Measurement`
 - kernels: :func:`tiled_matmul` (Triton, forced tiles), :func:`persistent_rnn` (CuPy, Baidu's
@@ -47,10 +48,11 @@ from . import data, experiments, published_data, provenance, then_now, verdict
 from ._version import __version__
 from .published_data import published, published_all, published_or_none, published_sources
 from .display import Note, Table, device_card, note, table
-from .devices import KNOWN_DEVICES, DeviceSpec, current_device, device_spec, match_driver_name
+from .devices import KNOWN_DEVICES, DeviceSpec, device_spec, match_driver_name
 from .dtypes import DTYPES, canonical_dtype, itemsize, torch_dtype
 from .experiments import REGISTRY
-from .calibration import Ceilings, achievable_ceilings, default_ceilings
+from .calibration import calibrated, current_device
+from .ceilings import Ceilings, achievable_ceilings, default_ceilings
 from .gemm_model import (CANDIDATE_TILES, TILE_SHAPE_FACTORS, GemmModel, GemmPrediction, explain_gemm,
                          predict_gemm_time, prediction_error, shape_factor)
 from .memory_model import chain_bytes, layer_bytes, memory_time, pool_output_shape, predict_layer_time

@@ -13,10 +13,12 @@ import math
 import numbers
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import pandas as pd
+
+from .dtypes import DTYPES, canonical_dtype
 
 
 def _is_int(value: Any) -> bool:
@@ -96,6 +98,14 @@ def tile_pair(name: str, value: Any) -> tuple[int, int]:
     return positive_int(f"{name}[0]", a), positive_int(f"{name}[1]", b)
 
 
+def positive_ints(name: str, value: Any, length: int, example: str) -> tuple[int, ...]:
+    """``value``, a tuple or list of ``length`` positive integers (e.g. an (N, C, H, W) shape), as a
+    tuple of ints; ``example`` (such as ``"(M, N, K)"``) goes in the message."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list)) or len(value) != length:
+        raise TypeError(f"{name} must hold {example} tuples of {length} positive integers, got {value!r}")
+    return tuple(positive_int(name, v) for v in value)
+
+
 def int_or_pair(name: str, value: Any, check: Callable[[str, Any], int] = positive_int) -> tuple[int, int]:
     """An int ``v`` (→ ``(v, v)``) or an ``(h, w)`` pair, each element checked by ``check``."""
     if isinstance(value, (tuple, list)):
@@ -114,6 +124,49 @@ def one_of(name: str, value: Any, accepted: tuple[str, ...]) -> str:
     if v not in accepted:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, accepted))}, got {value!r}")
     return v
+
+
+def sequence_of(name: str, value: Any, check: Callable[[str, Any], Any] | None = None, *,
+                single: bool = False) -> list:
+    """``value``, a non-empty list, tuple or other iterable (not a string), as a list, each item
+    passed through ``check(name, item)``; with ``single``, one item alone (anything but a list,
+    tuple or range) stands for a list of one."""
+    if single and not isinstance(value, (list, tuple, range)):
+        items = [value]
+    elif isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise TypeError(f"{name} must be a list or tuple of values, got {value!r}")
+    else:
+        items = list(value)
+    if not items:
+        raise ValueError(f"{name} must hold at least one value, got {value!r}")
+    return [check(name, v) for v in items] if check is not None else items
+
+
+def dtype_name(name: str, value: Any, accepted: tuple[str, ...] = DTYPES) -> str:
+    """The canonical name (:func:`perfkit.dtypes.canonical_dtype`) of the dtype ``value`` (a name,
+    an alias such as ``"fp16"`` or a ``torch.dtype``) if it is one of ``accepted``."""
+    try:
+        d = canonical_dtype(value)
+    except TypeError:
+        raise TypeError(f"{name} must be a dtype name or torch.dtype, one of {', '.join(map(repr, accepted))}; "
+                        f"got {value!r}") from None
+    except ValueError:
+        d = None
+    if d not in accepted:
+        raise ValueError(f"{name} must be one of the dtypes {', '.join(map(repr, accepted))}, got {value!r}")
+    return d
+
+
+def dtype_names(name: str, value: Any, accepted: tuple[str, ...] = DTYPES) -> list[str]:
+    """``value``, one dtype or a non-empty sequence of them, as a list of canonical names from ``accepted``."""
+    return sequence_of(name, value, lambda n, v: dtype_name(n, v, accepted), single=True)
+
+
+def callable_or_none(name: str, value: Any) -> Callable | None:
+    """``value`` if it is callable or None (a callback such as an experiment's ``on_row``)."""
+    if value is not None and not callable(value):
+        raise TypeError(f"{name} must be a callable or None, got {value!r}")
+    return value
 
 
 def optional_str(name: str, value: Any) -> str | None:

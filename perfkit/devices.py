@@ -19,6 +19,7 @@ from typing import Mapping
 
 import psutil
 
+from .ceilings import Ceilings, default_ceilings, merged
 from .dtypes import DTYPES, canonical_dtype
 from .units import GIGA, TERA, GiB, MiB, format_rate
 
@@ -28,7 +29,8 @@ class DeviceSpec:
     """What bounds a device: compute peaks per dtype, memory bandwidth, SM count, L2 size.
 
     ``sources`` says where each number comes from (a datasheet, the driver at run time, or a
-    measurement on this machine). A value that could not be found is ``None``.
+    measurement on this machine). A value that could not be found is ``None``. ``ceilings`` are
+    the achievable ones the models use (``measured_ceilings`` when attached).
     """
 
     name: str
@@ -40,6 +42,15 @@ class DeviceSpec:
     peaks: Mapping[str, float] = field(default_factory=dict)  # FLOP/s (OP/s for int8), dense
     sources: Mapping[str, str] = field(default_factory=dict)
     driver_name: str | None = None  # the name the driver reports, for a live device
+    measured_ceilings: Ceilings | None = None  # attached by perfkit.calibrated; None: the defaults
+
+    @property
+    def ceilings(self) -> Ceilings:
+        """The achievable ceilings a model uses for this spec (FLOP/s per dtype, bytes/s): the
+        documented defaults (:func:`perfkit.ceilings.default_ceilings`), or the measured ones merged
+        with them when attached (``pk.calibrated(spec)`` attaches those recorded in ``data/``)."""
+        default = default_ceilings(self)
+        return default if self.measured_ceilings is None else merged(default, self.measured_ceilings)
 
     def peak_flops(self, dtype) -> float:
         """Dense peak math throughput for ``dtype`` in FLOP/s (OP/s for int8)."""

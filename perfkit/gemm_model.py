@@ -4,8 +4,8 @@ For an M×N×K GEMM on a device with ``SMs`` multiprocessors (``W = SMs × block
 run at once):
 
 1. **Ceilings.** ``P``, the achievable math throughput of the math dtype, and ``B``, the achievable
-   bandwidth (:mod:`perfkit.calibration`: measured on this device when recorded, else documented
-   fractions of the datasheet).
+   bandwidth: the ceilings the spec carries (``spec.ceilings``, :mod:`perfkit.ceilings`: documented
+   fractions of the datasheet, or measured ones that :func:`perfkit.calibrated` attached).
 2. **Tiles and split-K.** The output is cut into ``TM×TN`` tiles and K into ``s`` slices, so
    ``units = ⌈M/TM⌉·⌈N/TN⌉·s`` run in ``⌈units/W⌉`` waves. Splitting K (split-K) gives a
    small-M·N GEMM enough units to fill the GPU, at the price of fp32 partial sums written and read
@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ._validate import non_negative_number, positive_int, positive_number, tile_pair
-from .calibration import Ceilings, achievable_ceilings, datasheet_ceilings, default_ceilings
+from .ceilings import KERNEL_LATENCY_S, Ceilings, resolve_ceilings
 from .devices import DeviceSpec
 from .dtypes import canonical_dtype, itemsize, output_itemsize
 from .quantization import alignment, cdiv
@@ -92,7 +92,7 @@ class GemmModel:
 
     reuse_per_ridge: float = 1.0
     sm_bandwidth_share: float = 1.0
-    latency_s: float = 5e-6
+    latency_s: float = KERNEL_LATENCY_S
     min_split_k: int = 256
 
     def __post_init__(self) -> None:
@@ -181,19 +181,6 @@ def _factor_table(shape_factors: Mapping | None) -> dict[tuple[int, int], float]
     return table
 
 
-def _ceilings(spec: DeviceSpec, ceilings) -> Ceilings:
-    if ceilings is None:
-        return achievable_ceilings(spec)
-    if isinstance(ceilings, Ceilings):
-        return ceilings
-    if ceilings == "datasheet":
-        return datasheet_ceilings(spec)
-    if ceilings == "default":
-        return default_ceilings(spec)
-    raise TypeError("ceilings must be None (recorded, else default), 'default', 'datasheet' or a Ceilings, "
-                    f"got {ceilings!r}")
-
-
 def _unit_times(tm, tn, k, size, rows, cols, peak_per_unit, bw_per_unit, factor):
     """Seconds for one work unit's math, and for its share of the operands at its share of bandwidth."""
     share = (tm * k / cols + tn * k / rows) * size
@@ -213,8 +200,8 @@ def explain_gemm(M: int, N: int, K: int, dtype: Any, spec: DeviceSpec, tile: tup
     - ``tile=(TM, TN)`` forces a tile and, unless ``split_k`` says otherwise, no split-K (a forced
       tile is a hand-written kernel); ``None`` picks the fastest candidate tile and split.
     - ``accumulate``: C is read as well as written (``beta ≠ 0``).
-    - ``ceilings``: ``None`` (recorded for this device, else defaults), ``"default"``,
-      ``"datasheet"`` or a :class:`~perfkit.calibration.Ceilings`.
+    - ``ceilings``: ``None`` or ``"achievable"`` (the spec's own, ``spec.ceilings``), ``"default"``,
+      ``"datasheet"`` or a :class:`~perfkit.ceilings.Ceilings`.
     - ``launch_overhead_s`` (seconds, ≥ 0) replaces the model's latency (and the ceilings' extra
       fixed cost); ``shape_factors`` maps tiles to factors in (0, 1] replacing
       :func:`shape_factor` (and the candidate tiles).
@@ -248,7 +235,7 @@ def explain_gemm(M: int, N: int, K: int, dtype: Any, spec: DeviceSpec, tile: tup
     if splits[0] > K:
         raise ValueError(f"split_k must be at most K={K} (each slice needs at least one k), got {split_k}")
     tiles = [tile] if tile is not None else list(table or CANDIDATE_TILES)
-    cl = _ceilings(spec, ceilings)
+    cl = resolve_ceilings(spec, ceilings)
     if latency is None:
         latency = model.latency_s + cl.extra_latency_s.get(math_dtype, 0.0)
     split_launches = 1 if spec.name in SPLIT_K_IN_KERNEL else 2

@@ -63,7 +63,9 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping, Sequence
 
-from ._validate import boolean, int_or_pair, non_negative_int, one_of, positive_int
+from ._validate import (boolean, int_or_pair, non_negative_int, non_negative_number, one_of,
+                        positive_int)
+from .ceilings import KERNEL_LATENCY_S, Ceilings, resolve_ceilings
 from .devices import DeviceSpec
 from .dtypes import canonical_dtype, itemsize
 
@@ -267,21 +269,18 @@ def chain_bytes(kinds: Sequence[Any], shape: Any, dtype: Any, *, fused: bool = F
     return (reads + multi_read) * E * s + other * s + E * s + extra
 
 
-def memory_time(nbytes: float, spec: DeviceSpec, *, latency_s: float | None = None, ceilings=None) -> float:
+def memory_time(nbytes: float, spec: DeviceSpec, *, latency_s: float | None = None,
+                ceilings: Ceilings | str | None = None) -> float:
     """Predicted seconds to move ``nbytes`` on ``spec``: a kernel's fixed latency + bytes / bandwidth.
 
-    The bandwidth is the achievable one (:func:`perfkit.calibration.achievable_ceilings`: a
-    recorded copy ceiling, else 90 % of the datasheet), the latency the GEMM model's
-    (:attr:`perfkit.gemm_model.GemmModel.latency_s`) unless given.
+    The bandwidth is the achievable one of ``ceilings`` (as :func:`perfkit.explain_gemm` takes it;
+    default the spec's own, ``spec.ceilings``: 90 % of the datasheet unless measured ceilings were
+    attached by :func:`perfkit.calibrated`), the latency the GEMM model's
+    (:attr:`perfkit.gemm_model.GemmModel.latency_s`, :data:`perfkit.ceilings.KERNEL_LATENCY_S`) unless given.
     """
-    from ._validate import non_negative_number
-    from .calibration import achievable_ceilings
-    from .gemm_model import DEFAULT_MODEL
-
     nbytes = non_negative_number("nbytes", nbytes, "bytes")
-    ceil = achievable_ceilings(spec) if ceilings is None else ceilings
-    lat = DEFAULT_MODEL.latency_s if latency_s is None else non_negative_number("latency_s", latency_s, "seconds")
-    return lat + nbytes / ceil.bandwidth
+    lat = KERNEL_LATENCY_S if latency_s is None else non_negative_number("latency_s", latency_s, "seconds")
+    return lat + nbytes / resolve_ceilings(spec, ceilings).bandwidth
 
 
 def predict_layer_time(kind: str, shape: Any, dtype: Any, spec: DeviceSpec, *, pass_: str = "forward",

@@ -169,20 +169,6 @@ def run_or_load(name: str, *, device: str | None = None, **kwargs) -> tuple[pd.D
     return frame, source_of(frame)
 
 
-def recorded_ceilings(spec: DeviceSpec, dtype: str = "float16") -> dict | None:
-    """Measured ceilings of ``spec``'s GPU from ``data/``, for :func:`perfkit.plot_roofline`.
-
-    Returns ``{"label", "flops", "bandwidth"}`` (FLOP/s, bytes/s) when ``ceiling_matmul`` (with
-    ``dtype``) and ``ceiling_copy`` were both recorded on a GPU matching ``spec``, else ``None``.
-    """
-    from .calibration import recorded_ceilings_of
-
-    measured = recorded_ceilings_of(spec)
-    if measured is None or dtype not in measured.flops:
-        return None
-    return {"label": measured.source, "flops": measured.flops[dtype], "bandwidth": measured.bandwidth}
-
-
 #: The GPUs whose published GEMMs are drawn as "then", newest first.
 THEN_GPUS: tuple[str, ...] = ("V100-SXM2", "P100-PCIe")
 
@@ -216,4 +202,4 @@ def published_counterparts(experiment: str, *, dtype: str = "float16", gpus: Ite
 live_source = live
 
 __all__ = ["KINDS", "THEN_GPUS", "Source", "caption", "from_meta", "live", "live_source", "missing", "modelled",
-           "published_counterparts", "recorded_ceilings", "run_or_load", "source_of"]
+           "published_counterparts", "run_or_load", "source_of"]

@@ -4,7 +4,7 @@ The model's constants were fitted on one half of DeepBench's published V100 GEMM
 half, :func:`fit_half`: a fixed hash of each shape, so both halves mix every kind of shape); the
 other half is *held out*. On Hopper, two things were chosen on the fit half of OpenXLA's published
 H100 table (:data:`FITTED_ON`): the TF32 ceiling and fixed cost
-(:data:`perfkit.calibration.TF32_FIT`) on its TF32 rows, and split-K in one kernel
+(:data:`perfkit.ceilings.TF32_FIT`) on its TF32 rows, and split-K in one kernel
 (:data:`perfkit.gemm_model.SPLIT_K_IN_KERNEL`) on its BF16 rows; the other half of each is held out.
 The P100, DeepGEMM's H800 and our own recordings were never used to fit anything. The table
 reports, per source, device, dtype and half, the median and 90th percentile of
@@ -19,9 +19,13 @@ from typing import Mapping
 
 import pandas as pd
 
+from .calibration import calibrated
+from .data import load, recordings
 from .devices import DeviceSpec, device_spec
 from .gemm_model import GemmModel, explain_gemm, prediction_error
 from .provenance import source_of
+from .published_data import has_published, published, published_all
+from .published_data.xla import xla_rows
 
 __all__ = ["BATCH_COLUMNS", "FITTED_ON", "GEMM_EXPERIMENTS", "VALIDATION_COLUMNS", "fit_half", "half_labels",
            "validation_frames", "validation_table", "with_predictions", "worst_predictions"]
@@ -132,18 +136,14 @@ def with_predictions(frame: pd.DataFrame, spec: DeviceSpec | None = None, *, mod
 
 def validation_frames(root=None) -> dict[str, pd.DataFrame]:
     """Every published GEMM (DeepBench's V100 and P100; OpenXLA's H100 bf16 and TF32 rows, every
-    batch) and every recorded cuBLAS GEMM under ``data/``, with predictions, by name."""
-    from .data import load, recordings
-    from .published_data import has_published, published_all
-
+    batch) and every recorded cuBLAS GEMM under ``data/``, with predictions, by name. Published
+    rows get the model with its default ceilings; recorded ones the ceilings recorded on their GPU
+    (:func:`perfkit.calibrated`)."""
     frames = {}
     for f in published_all("deepbench_gemm") if has_published("deepbench_gemm") else []:
         meta = f.attrs["meta"]
         frames[f"{meta.get('published_by')} {meta.get('device')}"] = with_predictions(f)
     if has_published("xla_h100_gemm"):
-        from .published_data import published
-        from .published_data.xla import xla_rows
-
         frames["OpenXLA H100-SXM"] = with_predictions(xla_rows(published("xla_h100_gemm")))
     table = recordings(root)
     for r in table[table["device_kind"] == "gpu"].itertuples():
@@ -151,7 +151,8 @@ def validation_frames(root=None) -> dict[str, pd.DataFrame]:
             f = load(r.experiment, device=r.device_slug, root=root)
             if "impl" in f:  # forced-tile Triton rows are the tile experiments', not cuBLAS's
                 f = f[f["impl"] == "cublas"]
-            frames[f"{r.experiment} on {r.device_slug}"] = with_predictions(f)
+            # our own recording: the model on that GPU with the ceilings recorded beside it (the edge)
+            frames[f"{r.experiment} on {r.device_slug}"] = with_predictions(f, calibrated(_spec_of(f, None), root))
     return frames
 
 

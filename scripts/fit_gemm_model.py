@@ -4,8 +4,8 @@ A grid search over ``reuse_per_ridge`` (c, with r0 = c · ridge point), ``sm_ban
 median + 90th percentile of |predicted/measured − 1| on the fit half (``perfkit.validation.fit_half``);
 it prints the best few, then the held-out half and the P100 (never fitted) under the best and
 under perfkit's ``DEFAULT_MODEL``. The ceilings are not fitted: they are the documented defaults
-of ``perfkit.calibration``, except Hopper's TF32 ceiling and fixed cost, which ``--tf32`` fits on the
-fit half of OpenXLA's published H100 TF32 rows (``perfkit.calibration.TF32_FIT``; the held-out half is
+of ``perfkit.ceilings``, except Hopper's TF32 ceiling and fixed cost, which ``--tf32`` fits on the
+fit half of OpenXLA's published H100 TF32 rows (``perfkit.ceilings.TF32_FIT``; the held-out half is
 printed beside it, never used to choose). Run from the repository root::
 
     python scripts/fit_gemm_model.py           # the model's constants, on DeepBench's V100
@@ -45,7 +45,7 @@ def summary(name: str, frame: pd.DataFrame) -> str:
 
 def fit_tf32() -> None:
     """Grid-search TF32_FIT on the fit half of XLA's H100 TF32 rows; print the best and the halves."""
-    from perfkit.calibration import TF32_FIT
+    from perfkit.ceilings import TF32_FIT
     from perfkit.experiments.gemm_published import fit_tf32 as search
 
     best, grid = search(pk.published("xla_h100_gemm"))
@@ -53,7 +53,7 @@ def fit_tf32() -> None:
     print("best on the fit half of XLA's H100 TF32 rows (median + p90 of |error|, all b):")
     print(grid.head(8).to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     print(f"\nbest: fraction {best['fraction']:.3f}, extra latency {best['extra_latency_s'] * 1e6:.1f} µs; "
-          f"perfkit.calibration.TF32_FIT: {TF32_FIT['fraction']:.3f}, {TF32_FIT['extra_latency_s'] * 1e6:.1f} µs")
+          f"perfkit.ceilings.TF32_FIT: {TF32_FIT['fraction']:.3f}, {TF32_FIT['extra_latency_s'] * 1e6:.1f} µs")
 
 
 def main() -> None:

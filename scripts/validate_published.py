@@ -1,8 +1,8 @@
 """The GEMM model against published modern-GPU timings: the targets of issue 23, before and after.
 
 Prints, for the model as committed before the change (``--baseline``, a git revision; its
-``perfkit/gemm_model.py`` and ``perfkit/calibration.py`` are loaded from git) and for the model in
-this checkout:
+``perfkit/gemm_model.py`` and its ceilings, ``perfkit/ceilings.py`` or in older revisions
+``perfkit/calibration.py``, are loaded from git) and for the model in this checkout:
 
 - OpenXLA's H100 rows (bf16 and TF32, b = 1 and b > 1): median and 90th percentile of
   ``|predicted/measured − 1|`` on all rows, and on the held-out half (:func:`perfkit.validation.fit_half`)
@@ -21,6 +21,7 @@ repository root::
 from __future__ import annotations
 
 import argparse
+import inspect
 import subprocess
 import sys
 import types
@@ -45,29 +46,35 @@ TARGETS = (("bf16 b = 1 median", "H100", "bfloat16", "b = 1", "median_abs", 0.08
 
 
 def baseline_explain(rev: str):
-    """``explain_gemm`` of the model at git revision ``rev`` (its gemm_model and calibration)."""
+    """``explain_gemm`` of the model at git revision ``rev``: its gemm_model and the module of its
+    ceilings (``perfkit/ceilings.py``; ``perfkit/calibration.py`` in revisions before it), with that
+    revision's default ceilings (the current models take the spec's, which are the defaults here)."""
     def show(path: str) -> str:
         return subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, capture_output=True, text=True,
                               check=True).stdout
 
-    mods = {}
-    for name, path, swap in (("_baseline_calibration", "perfkit/calibration.py", None),
-                             ("_baseline_gemm_model", "perfkit/gemm_model.py",
-                              ("from .calibration import", "from ._baseline_calibration import"))):
-        source = show(path)
-        if swap:
-            source = source.replace(*swap)
+    def load(name: str, path: str, source: str) -> types.ModuleType:
         mod = types.ModuleType(f"perfkit.{name}")
         mod.__package__ = "perfkit"
         sys.modules[mod.__name__] = mod
         exec(compile(source, f"{rev[:12]}:{path}", "exec"), mod.__dict__)
-        mods[name] = mod
-    explain = mods["_baseline_gemm_model"].explain_gemm
+        return mod
 
-    def without_batch(*args, batch: int = 1, **kwargs):  # the committed model priced one GEMM
-        return explain(*args, **kwargs)
+    model_source = show("perfkit/gemm_model.py")
+    home = "ceilings" if "from .ceilings import" in model_source else "calibration"
+    ceilings = load(f"_baseline_{home}", f"perfkit/{home}.py", show(f"perfkit/{home}.py"))
+    model = load("_baseline_gemm_model", "perfkit/gemm_model.py",
+                 model_source.replace(f"from .{home} import", f"from ._baseline_{home} import"))
+    explain = model.explain_gemm
+    has_batch = "batch" in inspect.signature(explain).parameters
 
-    return without_batch
+    def baseline(*args, batch: int = 1, **kwargs):  # a model without ``batch`` priced one GEMM
+        if kwargs.get("ceilings") is None:
+            spec = args[4] if len(args) > 4 else kwargs["spec"]
+            kwargs["ceilings"] = ceilings.default_ceilings(spec)
+        return explain(*args, batch=batch, **kwargs) if has_batch else explain(*args, **kwargs)
+
+    return baseline
 
 
 def predictions(frame: pd.DataFrame, explain=None, spec=None) -> pd.DataFrame:

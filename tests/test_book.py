@@ -303,6 +303,20 @@ SNAPSHOT_JS = """box => { const gd = box.querySelector('.plotly-graph-div');
                            gd.layout.shapes, gd.layout.annotations]); }"""
 
 
+#: How long a page may take to redraw after a click or a resize before the test says it did not (a
+#: slow CI machine redraws late; the checks poll, so a fast one does not wait this long).
+REDRAW_TIMEOUT_MS = 15_000
+
+
+def _changed(page, box, before: str) -> bool:
+    """Whether the figure in ``box`` differs from its snapshot ``before`` within :data:`REDRAW_TIMEOUT_MS`."""
+    for _ in range(REDRAW_TIMEOUT_MS // 100):
+        if box.evaluate(SNAPSHOT_JS) != before:
+            return True
+        page.wait_for_timeout(100)
+    return box.evaluate(SNAPSHOT_JS) != before
+
+
 def _move_controls(page) -> list[dict]:
     """Move every Plotly slider and menu with the mouse to another state; report, per figure,
     whether its data or title changed (the states were computed by perfkit at build time)."""
@@ -321,8 +335,7 @@ def _move_controls(page) -> list[dict]:
             active, n = layout["s"][0].get("active", 0), len(layout["s"][0]["steps"])
             x = r["x"] + r["width"] * (0.97 if active < n / 2 else 0.03)
             page.mouse.click(x, r["y"] + r["height"] / 2)
-            page.wait_for_timeout(300)
-            info["moved"].append(["slider", box.evaluate(SNAPSHOT_JS) != before])
+            info["moved"].append(["slider", _changed(page, box, before)])
         if layout["m"]:
             before = box.evaluate(SNAPSHOT_JS)
             header = box.locator(".updatemenu-header").first
@@ -336,8 +349,7 @@ def _move_controls(page) -> list[dict]:
             except Exception as e:  # playwright TimeoutError: the menu did not open
                 info["moved"].append(["menu", f"could not pick another entry: {e}"])
             else:
-                page.wait_for_timeout(300)
-                info["moved"].append(["menu", box.evaluate(SNAPSHOT_JS) != before])
+                info["moved"].append(["menu", _changed(page, box, before)])
         results.append(info)
     return results
 
@@ -368,6 +380,11 @@ def _overflow(page) -> dict[int, list[str]]:
         page.evaluate("() => window.dispatchEvent(new Event('resize'))")
         page.wait_for_timeout(800)
         found[width] = page.evaluate(OVERFLOW_JS)
+        for _ in range(REDRAW_TIMEOUT_MS // 500):  # a slow machine may not have followed the resize yet
+            if not found[width]:
+                break
+            page.wait_for_timeout(500)
+            found[width] = page.evaluate(OVERFLOW_JS)
     page.set_viewport_size({"width": WIDTHS[0], "height": 900})
     return found
 

@@ -7,6 +7,9 @@ where it does not.
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import re
 
 import pandas as pd
 import pytest
@@ -14,7 +17,7 @@ import torch
 
 import perfkit as pk
 from perfkit.experiments import REGISTRY, background, ceilings, common, gemm, missing_needs, register
-from perfkit.experiments.ceilings import measured_ceilings
+from perfkit.ceilings import measured_ceilings
 from perfkit.measurement import Measurement
 
 #: Experiments that run on a CPU (small sweeps), and those whose code paths need a GPU.
@@ -178,8 +181,79 @@ def test_measured_ceilings_picks_the_best():
 
 
 @quiet
-def test_measure_gemm_on_cpu():
+def test_measure_gemm_on_cpu(monkeypatch):
+    taken, real_bench = [], gemm.bench
+
+    def timed(fn, **kw):  # the real bench, kept: measure_gemm returns its median, in seconds
+        taken.append(real_bench(fn, **kw))
+        return taken[-1]
+
+    monkeypatch.setattr(gemm, "bench", timed)
     t = gemm.measure_gemm(64, 64, 64, "float32", device="cpu")
-    assert 0 < t < 1
+    assert len(taken) == 1 and t == taken[0].median > 0 and isinstance(t, float)
+    assert taken[0].label == "gemm 64×64×64 float32" and taken[0].device.startswith("CPU")
     with pytest.raises(ValueError, match="free"):
         gemm.measure_gemm(10**6, 10**6, 10**6, "float32", device="cpu")
+
+
+#: Invalid values for every parameter any registered experiment takes: each must be refused with a
+#: TypeError, ValueError or LookupError naming the parameter, before anything is measured. A new
+#: parameter must be added here (test_every_experiment_parameter_has_invalid_values).
+_SIZE = [0, -2, 2.5, "8"]  # one positive integer (rnn's sizes may also be a list of them)
+_SIZES = [(0,), (-4,), (), "8", (8, 2.5)]  # a non-empty list of positive integers
+INVALID = {
+    "device": ["tpu", 0], "quick": ["yes", 1], "progress": ["yes", None], "on_row": [3, "print"],
+    "dtype": ["float13", 16, None], "dtypes": [("float13",), (), ("float16", 3), "float13"],
+    **dict.fromkeys(["M", "N", "K", "K_center", "span", "max_waves", "spin_cycles", "in_features",
+                     "out_features", "vocab", "tokens", "center", "fixed", "size", "image", "hidden", "batch",
+                     "timesteps"], _SIZE),
+    **dict.fromkeys(["batches", "multiples", "channels", "elements"], _SIZES),
+    "tile": [(0, 128), (128,), "big"], "tiles": [((0, 128),), (), ((128,),)],
+    "shapes": [[(0, 0, 0, 0)], [], 5, [(8, 8)]], "layers": [[("rnn", 0, 1, 1)], [("rnn", 8)], [], [("cnn", 8, 1, 1)]],
+    "cell": ["cnn", (), 3], "ops": [("swish",), "relu", ()], "layouts": [("NCWH",), ()], "kinds": [("min",), ()],
+    "windows": [("9×9",), ()], "modes": [("jit",), ()], "chains": [("attention",), ()],
+    "networks": [("resnet50",), ()], "models": [("bert",), ()], "sweeps": [("depth",), ()],
+}
+
+
+def _parameters(name):
+    return list(inspect.signature(REGISTRY[name].func).parameters)
+
+
+def test_every_experiment_parameter_has_invalid_values():
+    missing = {f"{name}({p})" for name in REGISTRY for p in _parameters(name) if p not in INVALID}
+    assert not missing, f"add invalid values for these parameters to INVALID: {sorted(missing)}"
+
+
+@pytest.fixture
+def measure_nothing(monkeypatch):
+    """Timing, sweeping or allocating a tensor fails the test (AssertionError is not an argument error)."""
+    def measured(*args, **kwargs):
+        raise AssertionError("measured or allocated before refusing a bad argument")
+
+    import perfkit.timing
+
+    monkeypatch.setattr(perfkit.timing, "bench", measured)
+    for exp in REGISTRY.values():
+        module = importlib.import_module(exp.func.__module__)
+        for attr in ("bench", "sweep", "lean_bench"):
+            if hasattr(module, attr):
+                monkeypatch.setattr(module, attr, measured)
+    for attr in ("randn", "randint", "empty", "empty_like", "ones", "zeros"):
+        monkeypatch.setattr(torch, attr, measured)
+
+
+@pytest.mark.parametrize("name, param, bad", [(name, p, bad) for name in sorted(REGISTRY) for p in _parameters(name)
+                                              for bad in INVALID.get(p, [])])
+def test_bad_argument_is_refused_before_measuring(name, param, bad, measure_nothing):
+    with pytest.raises((TypeError, ValueError, LookupError)) as refused:
+        REGISTRY[name](**{param: bad})
+    assert re.search(rf"(?<![A-Za-z0-9_]){re.escape(param)}(?![A-Za-z0-9_])", str(refused.value)), \
+        f"{name}({param}={bad!r}) raised {refused.value!r}, which does not name {param!r}"
+
+
+def test_gemm_sizes_refuses_an_unknown_dtype_even_where_it_would_run_float32(measure_nothing):
+    with pytest.raises(ValueError, match=r"dtypes .*'float16'"):  # names the accepted dtypes
+        gemm.gemm_sizes(quick=True, dtypes=("float13",))
+    with pytest.raises(ValueError, match="dtypes"):
+        gemm.gemm_sizes(quick=True, device="cpu", dtypes=("float32", "float13"))

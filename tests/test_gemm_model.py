@@ -261,7 +261,7 @@ def test_split_k_costs_one_launch_on_hopper_and_two_before():
 
 
 def test_tf32_on_hopper_has_its_own_fitted_ceiling_and_fixed_cost():
-    from perfkit.calibration import TF32_FIT
+    from perfkit.ceilings import TF32_FIT
 
     for shape in ((256, 256, 256), (1024, 1024, 1024), (4096, 4096, 4096)):
         assert predict_gemm_time(*shape, "tf32", H100) > predict_gemm_time(*shape, "bfloat16", H100)

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import perfkit as pk
-from perfkit.calibration import TF32_FIT
+from perfkit.ceilings import TF32_FIT
 from perfkit.display import Note
 from perfkit.experiments import gemm_published as gp
 from perfkit.plots import gemm as plots

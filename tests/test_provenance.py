@@ -10,8 +10,8 @@ import torch
 
 import perfkit as pk
 from perfkit.experiments import REGISTRY, register
-from perfkit.provenance import (Source, caption, from_meta, live, missing, modelled, recorded_ceilings,
-                                run_or_load, source_of)
+from perfkit.calibration import recorded_ceilings
+from perfkit.provenance import Source, caption, from_meta, live, missing, modelled, run_or_load, source_of
 
 H100 = "NVIDIA H100 80GB HBM3"
 RECORDED = {"device_name": H100, "recorded_at": "2026-11-20T10:00:00+00:00", "complete": True}
@@ -28,8 +28,12 @@ def test_labels_of_every_kind():
     assert str(from_meta(run)) == "live (quick sweep) on CPU (x86_64, 2 cores), 2026-11-22"
     assert str(modelled(pk.device_spec("H100-SXM"))) == "model of H100-SXM: NVIDIA H100 datasheet (SXM), dense"
     assert str(missing("no recording yet")) == "no recording yet"
+    import datetime as dt  # the label's date is today's in UTC, read from the same clock around the call
+
+    before = dt.datetime.now(dt.timezone.utc).date().isoformat()
     here = live("my GPU", quick=False)
-    assert here.kind == "live" and str(here).startswith("live on my GPU, 20")
+    after = dt.datetime.now(dt.timezone.utc).date().isoformat()
+    assert here.kind == "live" and str(here) in (f"live on my GPU, {before}", f"live on my GPU, {after}")
     with pytest.raises(ValueError, match="kind must be one of"):
         Source("guessed")
     with pytest.raises(TypeError, match="meta"):

@@ -170,7 +170,11 @@ def test_interrupted_rerun_keeps_the_old_recording(tmp_path, fakes):
     assert not partial.exists()
 
 
-def test_resume_passes_skip_to_experiments_that_accept_it(tmp_path, fakes):
+def test_resume_passes_skip_to_experiments_that_accept_it(tmp_path, fakes, monkeypatch):
+    import importlib
+
+    # A recording resumes only on the day it began: a frozen clock, so a run across midnight (UTC) passes too.
+    monkeypatch.setattr(importlib.import_module("perfkit.record"), "_now", lambda: "2026-11-22T10:00:00+00:00")
     calls = []
     fail = {"at": 2}
 

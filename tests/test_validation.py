@@ -1,11 +1,11 @@
-"""perfkit.calibration and perfkit.validation: ceilings, the model against DeepBench, the CLI verb."""
+"""perfkit.ceilings, perfkit.calibration and perfkit.validation: ceilings, the model against DeepBench, the CLI verb."""
 
 import pandas as pd
 import pytest
 
 import perfkit as pk
 from perfkit.__main__ import main
-from perfkit.calibration import ACHIEVABLE_FRACTIONS, EXTRA_LATENCY_S, TF32_FIT, datasheet_ceilings, default_ceilings
+from perfkit.ceilings import ACHIEVABLE_FRACTIONS, EXTRA_LATENCY_S, TF32_FIT, datasheet_ceilings, default_ceilings
 from perfkit.published_data import HOW_TO_GET, has_published
 from perfkit.validation import fit_half, half_labels, validation_frames, validation_table, with_predictions
 
@@ -63,15 +63,18 @@ def test_recorded_ceilings_win_over_the_defaults(tmp_path, monkeypatch):
     for name in ("ceiling_matmul", "ceiling_copy"):
         (folder / f"{name}.json").write_text(json.dumps(dict(meta, experiment=name)))
     monkeypatch.setenv("PERFKIT_DATA", str(tmp_path))
-    pk.calibration.clear_cache()
-    try:
-        c = pk.achievable_ceilings(pk.device_spec("H100-SXM"))
+    h100 = pk.device_spec("H100-SXM")
+    for spec in (pk.calibrated(h100), pk.calibrated("H100-SXM", root=tmp_path)):  # $PERFKIT_DATA, or root=
+        c = pk.achievable_ceilings(spec)
+        assert c == spec.ceilings and spec.measured_ceilings is not None
         assert c.flops["bfloat16"] == pytest.approx(733e12) and c.bandwidth == pytest.approx(3070e9)
         assert c.source.startswith("measured (recorded on NVIDIA H100 80GB HBM3 on 2026-11-20")
-        p = pk.explain_gemm(8192, 8192, 8192, "bfloat16", pk.device_spec("H100-SXM"))
+        p = pk.explain_gemm(8192, 8192, 8192, "bfloat16", spec)
         assert p.flops_ceiling == pytest.approx(733e12) and p.ceilings_source == c.source
-    finally:
-        pk.calibration.clear_cache()
+    # the spec itself is unchanged: a model given it uses the documented defaults, whatever data/ holds
+    assert pk.achievable_ceilings(h100) == default_ceilings(h100) and h100.measured_ceilings is None
+    assert pk.explain_gemm(8192, 8192, 8192, "bfloat16", h100).flops_ceiling == pytest.approx(0.803 * 989.4e12)
+
 
 
 @needs_deepbench

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..calibration import TENSOR_CORE_DTYPES, achievable_ceilings
+from ..ceilings import TENSOR_CORE_DTYPES
 from ..devices import DeviceSpec
 from ..dtypes import itemsize, output_itemsize
 from ..gemm_model import DEFAULT_MODEL, GemmPrediction, explain_gemm
@@ -37,7 +37,7 @@ class Pricer:
 
     def __init__(self, dtype: str, spec: DeviceSpec, training: bool) -> None:
         self.dtype, self.spec, self.training = dtype, spec, training
-        self.ceilings = achievable_ceilings(spec)
+        self.ceilings = spec.ceilings
         self.bandwidth = min(self.ceilings.bandwidth, spec.mem_bandwidth)
         self.latency_s = DEFAULT_MODEL.latency_s
         self._gemms: dict[tuple[int, int, int], GemmPrediction] = {}

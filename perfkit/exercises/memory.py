@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 
-from ..calibration import achievable_ceilings
 from ..devices import device_spec
 from ..experiments.fusion import tail_bytes
 from ..gemm_model import DEFAULT_MODEL, predict_gemm_time
@@ -52,7 +51,7 @@ def _gelu_share() -> float:
 def _knee_batch(spec: str = _H200, per_image_pass_bytes: bool = True) -> int:
     """The largest batch N whose ReLU forward on N × 64 × 56 × 56 bfloat16 moves fewer bytes than
     ``spec``'s knee (latency × achievable bandwidth)."""
-    knee = DEFAULT_MODEL.latency_s * achievable_ceilings(device_spec(spec)).bandwidth
+    knee = DEFAULT_MODEL.latency_s * device_spec(spec).ceilings.bandwidth
     per_image = layer_bytes("relu", (1, *_MAPS), "bfloat16")
     if not per_image_pass_bytes:  # the slip: only the input tensor's bytes
         per_image //= 2
@@ -105,7 +104,7 @@ def _fusion_bytes_only_us() -> float:
     """The slip: the bytes fusion saves at the achievable bandwidth, without the launches saved."""
     saved = (tail_bytes("conv_bn_relu", _SMALL, "float16", phase="forward+backward")
              - tail_bytes("conv_bn_relu", _SMALL, "float16", phase="forward+backward", fused=True))
-    return 1e6 * saved / achievable_ceilings(device_spec(_H100)).bandwidth
+    return 1e6 * saved / device_spec(_H100).ceilings.bandwidth
 
 
 EXERCISES: list[Exercise] = [

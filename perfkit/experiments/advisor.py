@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from ..dtypes import canonical_dtype
+from .._validate import dtype_name
 from .common import known_names, measured_spec, resolve_device, sweep
 from .registry import register
 
@@ -90,14 +90,14 @@ def _advice(name: str, device: str, dtype: str):
     return advise(model, x, dtype, measured_spec(device))
 
 
-def _models(models: Any, quick: bool, device: str) -> list[str]:
-    if models is None:
-        return list(_QUICK if quick or device == "cpu" else MODELS)
-    return known_names("model", models, MODELS)
-
-
-def _dtype(device: str, dtype: Any) -> str:
-    return "float32" if device == "cpu" else canonical_dtype(dtype)  # CPUs have no fast bfloat16
+def _setup(models: Any, dtype: Any, device: str, quick: bool) -> tuple[list[str], str, str]:
+    """(models, dtype, device): ``models`` and ``dtype`` checked first; defaults and a CPU's float32 after."""
+    names = known_names("models", models, MODELS) if models is not None else None
+    dtype = dtype_name("dtype", dtype)
+    device = resolve_device(device)
+    if names is None:
+        names = list(_QUICK if quick or device == "cpu" else MODELS)
+    return names, "float32" if device == "cpu" else dtype, device  # CPUs have no fast bfloat16
 
 
 def _run(models: list[str], device: str, dtype: str, each: Callable[[str, Any], list], on_row, progress: bool,
@@ -113,8 +113,7 @@ def advisor_layers(*, models=None, dtype="bfloat16", device="auto", quick=False,
     """One row per distinct op of each model: measured and predicted seconds (GPU: ~200 timings)."""
     from ..advisor.measure import op_key, time_op
 
-    device = resolve_device(device)
-    dtype = _dtype(device, dtype)
+    models, dtype, device = _setup(models, dtype, device, quick)
 
     def each(name: str, advice) -> list:
         groups: dict[str, list] = {}
@@ -135,7 +134,7 @@ def advisor_layers(*, models=None, dtype="bfloat16", device="auto", quick=False,
 
         return [point(ops) for ops in groups.values()]
 
-    return _run(_models(models, quick, device), device, dtype, each, on_row, progress, "advisor layers")
+    return _run(models, device, dtype, each, on_row, progress, "advisor layers")
 
 
 @register("advisor_fixes", "Every fix the advisor proposes that changes an op (padding, channels_last, batch, "
@@ -145,8 +144,7 @@ def advisor_fixes(*, models=None, dtype="bfloat16", device="auto", quick=False, 
     """One row per distinct (rule, op, fixed op) of each model: measured and predicted savings."""
     from ..advisor.measure import op_key, time_op
 
-    device = resolve_device(device)
-    dtype = _dtype(device, dtype)
+    models, dtype, device = _setup(models, dtype, device, quick)
 
     times: dict[str, float] = {}  # an op with several findings is timed once
 
@@ -172,7 +170,7 @@ def advisor_fixes(*, models=None, dtype="bfloat16", device="auto", quick=False, 
             points.append(measure)
         return points
 
-    return _run(_models(models, quick, device), device, dtype, each, on_row, progress, "advisor fixes")
+    return _run(models, device, dtype, each, on_row, progress, "advisor fixes")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .._validate import positive_int
 from ..devices import current_device
 from ..kernels import spin_blocks_per_sm, spin_launcher
 from ..quantization import cdiv
@@ -28,6 +29,7 @@ def waves(*, max_waves: int = 4, spin_cycles: int = 100_000, device="auto", quic
     Every block busy-waits ``spin_cycles`` SM clock cycles, so a launch lasts about
     ``waves × (spin time)``: flat within a wave, one step each time a wave fills up.
     """
+    max_waves, spin_cycles = positive_int("max_waves", max_waves), positive_int("spin_cycles", spin_cycles)
     device = resolve_device(device)
     if device != "cuda":
         raise RuntimeError("the waves experiment launches a CuPy kernel and needs an NVIDIA GPU; "

@@ -2,15 +2,17 @@
 
 Vendor peaks are upper bounds nobody reaches; these are what a program can actually get, in the
 spirit of Stas Bekman's MAMF finder ("maximum achievable matmul FLOPS"): a search over large shapes,
-random normal inputs, the best median over the search.
+random normal inputs, the best median over the search. The best values of these frames are
+:func:`perfkit.ceilings.measured_ceilings` (pure), attached to a spec by :func:`perfkit.calibrated`.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
+from .._validate import dtype_names, positive_ints, sequence_of
 from ..timing import bench
-from ..units import GIGA, TERA, MiB
+from ..units import MiB
 from .common import ensure_fits, gemm_bytes_needed, gemm_row, matmul_fn, resolve_device, supports_dtype, sweep, timing_row
 from .registry import register
 
@@ -27,7 +29,11 @@ CEILING_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (16384, 8192, 8192), (
           needs=("cuda",))
 def ceiling_matmul(*, dtypes=("float32", "tf32", "float16", "bfloat16", "float8", "int8"), shapes=None,
                    device="auto", quick=False, progress=True, on_row=None) -> pd.DataFrame:
-    """Time each dtype on each shape in ``shapes`` (default :data:`CEILING_SHAPES`)."""
+    """Time each dtype on each (M, N, K) in ``shapes`` (default :data:`CEILING_SHAPES`); dtypes this
+    device cannot run are skipped."""
+    dtypes = dtype_names("dtypes", dtypes)
+    if shapes is not None:
+        shapes = sequence_of("shapes", shapes, lambda n, v: positive_ints(n, v, 3, "(M, N, K)"))
     device = resolve_device(device)
     if shapes is None:
         shapes = CEILING_SHAPES
@@ -35,7 +41,7 @@ def ceiling_matmul(*, dtypes=("float32", "tf32", "float16", "bfloat16", "float8"
             shapes = ((256, 256, 256), (512, 512, 512)) if quick else ((1024, 1024, 1024), (2048, 2048, 2048))
     dts = [d for d in dtypes if supports_dtype(d, device)]
     points = [(d, s) for d in dts for s in shapes]
-    ensure_fits(max(gemm_bytes_needed(*s, d) for d, s in points), device, what="ceiling_matmul")
+    ensure_fits(max((gemm_bytes_needed(*s, d) for d, s in points), default=0), device, what="ceiling_matmul")
 
     def measure(p):
         d, (M, N, K) = p
@@ -66,13 +72,3 @@ def ceiling_copy(*, device="auto", quick=False, progress=True, on_row=None) -> p
         return {"bytes": nbytes, "bytes_moved": 2 * nbytes, **timing_row(m), "gbps": m.gbps(2 * nbytes)}
 
     return sweep(sizes, measure, on_row=on_row, progress=progress, desc="copy ceiling")
-
-
-def measured_ceilings(matmul: pd.DataFrame | None = None, copy: pd.DataFrame | None = None) -> dict:
-    """Best measured values: ``{"flops": {dtype: FLOP/s}, "bandwidth": bytes/s}`` from the two experiments."""
-    out: dict = {"flops": {}, "bandwidth": None}
-    if matmul is not None and len(matmul):
-        out["flops"] = {d: float(g["tflops"].max()) * TERA for d, g in matmul.groupby("dtype")}
-    if copy is not None and len(copy):
-        out["bandwidth"] = float(copy["gbps"].max()) * GIGA
-    return out

@@ -18,9 +18,8 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from .._validate import one_of, positive_int
-from ..calibration import achievable_ceilings
-from ..dtypes import canonical_dtype, itemsize, torch_dtype
+from .._validate import dtype_name, dtype_names, positive_int, sequence_of
+from ..dtypes import itemsize, torch_dtype
 from ..quantization import alignment
 from ..timing import bench
 from ..units import MiB
@@ -63,9 +62,9 @@ def _bytes(s: dict, dtype: str, device: str) -> int:
 
 
 def _setup(device: str, dtype: Any, accepted=("float16", "bfloat16", "tf32", "float32")) -> tuple[str, str, bool]:
-    """(device, dtype, cpu): a CPU always runs float32."""
+    """(device, dtype, cpu): ``dtype`` checked against ``accepted``, then the device; a CPU always runs float32."""
+    d = dtype_name("dtype", dtype, accepted)
     device = resolve_device(device)
-    d = one_of("dtype", canonical_dtype(dtype), accepted)
     return device, "float32" if device == "cpu" else d, device == "cpu"
 
 
@@ -150,11 +149,11 @@ def conv_channels(*, channels=None, dtypes=("float16", "tf32"), batch=None, size
                   quick=False, progress=True, on_row=None) -> pd.DataFrame:
     """3×3, stride 1, ``size``² images (56 on a GPU, 28 on a CPU), batch 32 (GPU), 8 (quick) or 1 (CPU);
     ``channels`` default :func:`channel_points`. A CPU runs float32 only."""
-    cpu = (device := resolve_device(device)) == "cpu"
-    ds = list(dict.fromkeys(_setup(device, d)[1] for d in ((dtypes,) if isinstance(dtypes, str) else dtypes)))
-    cs = [positive_int("channels", c) for c in (channels if channels is not None else channel_points(quick, cpu))]
-    if not cs or not ds:
-        raise ValueError(f"channels and dtypes must each hold at least one value, got {channels!r}, {dtypes!r}")
+    ds = list(dict.fromkeys(dtype_names("dtypes", dtypes, ("float16", "bfloat16", "tf32", "float32"))))
+    cs = sequence_of("channels", channels, positive_int) if channels is not None else None
+    device, _, cpu = _setup(device, ds[0])
+    ds = ["float32"] if cpu else ds
+    cs = cs if cs is not None else channel_points(quick, cpu)
     N = positive_int("batch", batch if batch is not None else 1 if cpu else 8 if quick else 32)
     H = positive_int("size", size if size is not None else 28 if cpu else 56)
     ensure_fits(_bytes(conv_shape(N, max(cs), H, H, max(cs), 3, 3, 1, 1), "float32", device), device,
@@ -272,7 +271,7 @@ def conv_layout(*, batch=None, dtype="float16", device="auto", quick=False, prog
             x = _randn((s["N"], s["C"], s["H"], s["W"]), d, device)
             m = _bench(lambda: x.contiguous(memory_format=torch.channels_last), device, label=f"{name} {op}")
             nbytes = 2 * itemsize(d) * s["N"] * s["C"] * s["H"] * s["W"]  # read and written once
-            copy_s = nbytes / achievable_ceilings(spec).bandwidth if spec is not None else math.nan
+            copy_s = nbytes / spec.ceilings.bandwidth if spec is not None else math.nan
             extra = dict(gbps=m.gbps(nbytes), tflops=math.nan, predicted_s=copy_s)
         first = m.first_call_s if m.first_call_s is not None else math.nan
         return {**_row(s, "forward", d, m, spec, layer=name, op=op, layout=layout, cudnn_benchmark=flag),
@@ -321,12 +320,11 @@ def conv_deepbench(*, shapes=None, dtype="float16", device="auto", quick=False, 
                    on_row=None) -> pd.DataFrame:
     """``shapes`` (DeepBench tuples, default :data:`DEEPBENCH_CONVS`; the four smallest on a CPU, the first
     eight with ``quick``), each pass timed in NCHW, without L2 flushes (DeepBench's back-to-back loop)."""
+    given = sequence_of("shapes", shapes, lambda n, t: db_shape(t, n)) if shapes is not None else None
     device, d, cpu = _setup(device, dtype)
-    todo = list(shapes) if shapes is not None else sorted(DEEPBENCH_CONVS, key=lambda t: conv_flops(db_shape(t)))[:4] \
+    todo = list(shapes) if given is not None else sorted(DEEPBENCH_CONVS, key=lambda t: conv_flops(db_shape(t)))[:4] \
         if cpu else DEEPBENCH_CONVS[:8] if quick else DEEPBENCH_CONVS
-    conv = [db_shape(t, "shapes") for t in todo]
-    if not conv:
-        raise ValueError("shapes must hold at least one DeepBench shape, got none")
+    conv = given if given is not None else [db_shape(t, "shapes") for t in todo]
     ensure_fits(max(_bytes(s, d, device) for s in conv), device, what="conv_deepbench")
     spec = measured_spec(device)
 

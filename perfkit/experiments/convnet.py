@@ -15,8 +15,8 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from .._validate import one_of, positive_int
-from ..dtypes import canonical_dtype, itemsize
+from .._validate import dtype_name, positive_int
+from ..dtypes import itemsize
 from ..memory_model import layer_bytes, memory_time
 from ..shapes import conv_gemms, linear_gemms
 from ..timing import Measurement
@@ -263,17 +263,15 @@ def convnet_breakdown(*, networks=None, batch=None, image=_IMAGE, dtype="float16
     """Each distinct layer (:func:`network_layers`) forward and backward, then the whole step, per
     network. GPU: both at batch 128 on 32×32 images (~70 timings); CPU: batch 4, float32;
     ``quick``: the small one."""
+    names = known_names("networks", networks if networks is not None else ("small",) if quick else NETWORKS,
+                        NETWORKS)
+    batch = positive_int("batch", batch) if batch is not None else None
+    image, dtype = positive_int("image", image), dtype_name("dtype", dtype, _DTYPES)
     device = resolve_device(device)
-    if networks is None:
-        networks = ("small",) if quick else NETWORKS
-    names = known_names("network", networks, NETWORKS)
     if batch is None:
         batch = _CPU_BATCH if device == "cpu" else _GPU_BATCH
-    batch = positive_int("batch", batch)
     if device == "cpu":
         dtype = "float32"  # CPUs have no fast float16
-    else:
-        dtype = canonical_dtype(one_of("dtype", dtype, _DTYPES))
     spec = measured_spec(device, cpu=False)
     layers = {name: network_layers(NETWORKS[name], batch, image) for name in names}
     ensure_fits(_bytes_needed(layers, dtype), device, what="convnet_breakdown")
@@ -300,7 +298,7 @@ def convnet_breakdown(*, networks=None, batch=None, image=_IMAGE, dtype="float16
 def predicted_breakdown(spec: Any, *, dtype: str = "float16") -> pd.DataFrame:
     """``convnet_breakdown`` at its GPU sizes by the models of ``spec`` alone: its columns,
     ``time_s`` NaN. Caption it with :func:`perfkit.provenance.modelled`."""
-    dtype = canonical_dtype(one_of("dtype", dtype, _DTYPES))
+    dtype = dtype_name("dtype", dtype, _DTYPES)
     layers = {name: network_layers(widths, _GPU_BATCH) for name, widths in NETWORKS.items()}
     rows = [_layer_row(name, layer, phase, dtype, spec)
             for name in layers for layer in layers[name] for phase in ("forward", "backward")]

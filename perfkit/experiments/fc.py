@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .._validate import one_of, positive_int
+from .._validate import dtype_name, one_of, positive_int, sequence_of
 from ..dtypes import canonical_dtype, itemsize, torch_dtype
 from ..gemm_model import explain_gemm
 from ..quantization import pad_to_multiple
@@ -47,19 +47,14 @@ _MODEL = {"predicted_s": "perfkit.gemm_model prediction for the GEMM on this dev
 
 
 def _setup(device, dtype, quick):
+    """(device, dtype, small): ``dtype`` checked against :data:`FC_DTYPES` first; a CPU runs float32."""
+    asked = dtype_name("dtype", dtype, FC_DTYPES)
     device = resolve_device(device)
-    asked = one_of("dtype", dtype, FC_DTYPES)
-    d = "float32" if device == "cpu" else canonical_dtype(asked)
-    return device, d, quick or device == "cpu"
+    return device, "float32" if device == "cpu" else asked, quick or device == "cpu"
 
 
 def _ints(name, values):
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise TypeError(f"{name} must be a list of positive integers, got {values!r}")
-    out = [positive_int(name, v) for v in values]
-    if not out:
-        raise ValueError(f"{name} must hold at least one positive integer")
-    return out
+    return sequence_of(name, values, positive_int)
 
 
 def _predicted(M, N, K, dtype, spec):
@@ -183,7 +178,7 @@ def _divisible_by(n: int) -> int:
 
 
 def _feature_rows(sweeps, center, span, fixed, step, odd_every):
-    sweeps = [one_of("sweeps", s, ("in", "out", "batch")) for s in ((sweeps,) if isinstance(sweeps, str) else sweeps)]
+    sweeps = sequence_of("sweeps", sweeps, lambda n, s: one_of(n, s, ("in", "out", "batch")), single=True)
     fixed = positive_int("fixed", fixed)
     for n in feature_points(center, span, step, odd_every):
         for s in sweeps:

@@ -16,7 +16,7 @@ from typing import Any, Callable, NamedTuple
 
 import pandas as pd
 
-from .._validate import one_of, positive_int
+from .._validate import dtype_name, one_of, positive_int, sequence_of
 from ..dtypes import canonical_dtype, itemsize
 from ..memory_model import chain_bytes, layer_bytes, memory_time
 from ..shapes import conv_gemms, linear_gemms
@@ -260,17 +260,14 @@ def fusion_chains(*, chains=None, modes=MODES, dtype="float16", device="auto", q
     """
     import torch
 
+    names = known_names("chains", chains, CHAINS) if chains is not None else None
+    modes = sequence_of("modes", modes, lambda n, mode: one_of(n, mode, MODES), single=True)
+    dtype = dtype_name("dtype", dtype, _DTYPES)
     device = resolve_device(device)
-    if chains is None:
-        chains = ("linear_bias_gelu_dropout",) if quick or device == "cpu" else CHAINS
-    names = known_names("chain", chains, CHAINS)
-    if isinstance(modes, str):
-        modes = [modes]
-    modes = [one_of("modes", mode, MODES) for mode in modes]
+    if names is None:
+        names = ["linear_bias_gelu_dropout"] if quick or device == "cpu" else list(CHAINS)
     if device == "cpu":
         dtype = "float32"  # CPUs have no fast float16
-    else:
-        dtype = canonical_dtype(one_of("dtype", dtype, _DTYPES))
     missing = compiler_missing(device) if "compiled" in modes else None
     if missing:
         print(f"fusion_chains: compiled rows left out: {missing}")
@@ -343,7 +340,7 @@ def fusion_savings(frame: pd.DataFrame | None) -> pd.DataFrame | None:
 def predicted_chains(spec: Any, *, dtype: str = "float16") -> pd.DataFrame:
     """``fusion_chains`` at its GPU sizes by the models of ``spec`` alone: its columns, ``time_s``
     NaN. Caption it with :func:`perfkit.provenance.modelled`."""
-    dtype = canonical_dtype(one_of("dtype", dtype, _DTYPES))
+    dtype = dtype_name("dtype", dtype, _DTYPES)
     rows = [_chain_row(chain, size, dtype, mode, phase, spec)
             for chain in CHAINS for size in _GPU_SIZES[chain] for mode in MODES for phase in PHASES]
     return pd.DataFrame(rows, columns=list(_CHAIN_COLUMNS))

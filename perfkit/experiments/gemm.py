@@ -12,7 +12,7 @@ import math
 
 import pandas as pd
 
-from .._validate import positive_int, tile_pair
+from .._validate import dtype_name, dtype_names, positive_int, sequence_of, tile_pair
 from ..devices import current_device
 from ..dtypes import canonical_dtype
 from ..quantization import alignment, wave_quantization
@@ -54,8 +54,10 @@ def gemm_sizes(*, dtypes=GEMM_DTYPES, device="auto", quick=False, progress=True,
     """Sweep M=N at fixed K and K at fixed M=N, per dtype (E3).
 
     On a GPU: M=N from 256 to 16384 at K=4096, and K from 128 to 16384 at M=N=4096. ``quick`` (and a
-    CPU) uses sizes up to 1024 so that the same code runs in seconds.
+    CPU) uses sizes up to 1024 so that the same code runs in seconds. Dtypes this device cannot run
+    are skipped (a CPU runs float32 only).
     """
+    dtypes = dtype_names("dtypes", dtypes)
     device = resolve_device(device)
     spec = current_device()
     small = quick or device == "cpu"
@@ -65,7 +67,8 @@ def gemm_sizes(*, dtypes=GEMM_DTYPES, device="auto", quick=False, progress=True,
     dts = _dtypes(dtypes if not small or device != "cpu" else ("float32",), device)
     points = [("mn", s, s, fixed, d) for d in dts for s in sizes] + \
              [("k", fixed, fixed, s, d) for d in dts for s in sizes]
-    ensure_fits(max(gemm_bytes_needed(M, N, K, d) for _, M, N, K, d in points), device, what="gemm_sizes")
+    ensure_fits(max((gemm_bytes_needed(M, N, K, d) for _, M, N, K, d in points), default=0), device,
+                what="gemm_sizes")
 
     def measure(p):
         sw, M, N, K, d = p
@@ -84,13 +87,17 @@ def gemm_alignment(*, dtypes=("float16", "bfloat16", "tf32", "float32"), M=None,
     """K swept over ``K_center - span … K_center + span`` (E5), each dtype; ``aligned`` marks K % alignment == 0.
 
     Defaults: M = N = K_center = 4096, span 8 on a GPU; 256 and span 4 with ``quick`` or on a CPU.
+    Dtypes this device cannot run are skipped (a CPU runs float32 and bfloat16).
     """
+    dtypes = dtype_names("dtypes", dtypes)
+    M, N, K_center, span = (v if v is None else positive_int(name, v)
+                            for name, v in (("M", M), ("N", N), ("K_center", K_center), ("span", span)))
     device = resolve_device(device)
     small = quick or device == "cpu"
-    M = positive_int("M", M if M is not None else (256 if small else 4096))
-    N = positive_int("N", N if N is not None else (256 if small else 4096))
-    K_center = positive_int("K_center", K_center if K_center is not None else (256 if small else 4096))
-    span = positive_int("span", span if span is not None else (4 if small else 8))
+    M = M if M is not None else (256 if small else 4096)
+    N = N if N is not None else (256 if small else 4096)
+    K_center = K_center if K_center is not None else (256 if small else 4096)
+    span = span if span is not None else (4 if small else 8)
     if span >= K_center:
         raise ValueError(f"span must be smaller than K_center, got span={span}, K_center={K_center}")
     if device == "cpu":
@@ -98,7 +105,7 @@ def gemm_alignment(*, dtypes=("float16", "bfloat16", "tf32", "float32"), M=None,
     dts = _dtypes(dtypes, device)
     Ks = range(K_center - span, K_center + span + 1)
     points = [(d, K) for d in dts for K in Ks]
-    ensure_fits(max(gemm_bytes_needed(M, N, K, d) for d, K in points), device, what="gemm_alignment")
+    ensure_fits(max((gemm_bytes_needed(M, N, K, d) for d, K in points), default=0), device, what="gemm_alignment")
 
     def measure(p):
         d, K = p
@@ -141,12 +148,11 @@ TILE_COLUMNS = dict(GEMM_COLUMNS, impl="'cublas' (torch.matmul) or 'triton TMxTN
 def gemm_tile_quantization(*, dtype="float16", tile=(256, 128), K=2048, device="auto", quick=False,
                            progress=True, on_row=None) -> pd.DataFrame:
     """N from TN/2 to 8·TN in steps of 16 at M = SMs·TM (E6): duration flat within a tile column, a TFLOP/s sawtooth."""
+    dtype, (TM, TN), K = dtype_name("dtype", dtype), tile_pair("tile", tile), positive_int("K", K)
     device = resolve_device(device)
     _require_gpu(device, "gemm_tile_quantization")
     spec = current_device()
-    TM, TN = tile_pair("tile", tile)
     M = spec.sms * TM
-    K = positive_int("K", K)
     Ns = list(range(TN // 2, (3 if quick else 8) * TN + 1, 16))
     ensure_fits(gemm_bytes_needed(M, max(Ns), K, dtype), device, what="gemm_tile_quantization")
     return sweep(Ns, lambda N: _tile_rows(M, N, K, dtype, tile, 64, device, spec),
@@ -167,6 +173,8 @@ def gemm_tile_sizes(*, dtype="float16", K=4096, tiles=((256, 128), (128, 256), (
                                                          (64, 128), (64, 64)),
                     device="auto", quick=False, progress=True, on_row=None) -> pd.DataFrame:
     """E4: M = 256·a, N = 128·b with a·b = 4·SMs (on an A100 this is NVIDIA's 6912×2048×4096)."""
+    dtype, K = dtype_name("dtype", dtype), positive_int("K", K)
+    tiles = sequence_of("tiles", tiles, tile_pair)
     device = resolve_device(device)
     _require_gpu(device, "gemm_tile_sizes")
     spec = current_device()
@@ -192,11 +200,10 @@ def gemm_tile_sizes(*, dtype="float16", K=4096, tiles=((256, 128), (128, 256), (
 def gemm_waves(*, dtype="float16", tile=(256, 128), K=4096, device="auto", quick=False, progress=True,
                on_row=None) -> pd.DataFrame:
     """E7: M = 256·a with a the largest divisor of the SM count ≤ 16; N in steps of 64 up to ~3.3 waves."""
+    dtype, (TM, TN), K = dtype_name("dtype", dtype), tile_pair("tile", tile), positive_int("K", K)
     device = resolve_device(device)
     _require_gpu(device, "gemm_waves")
     spec = current_device()
-    TM, TN = tile_pair("tile", tile)
-    K = positive_int("K", K)
     a = max(d for d in range(1, 17) if spec.sms % d == 0)
     M = TM * a
     cols_per_wave = spec.sms / a
@@ -221,7 +228,8 @@ def gemm_waves(*, dtype="float16", tile=(256, 128), K=4096, device="auto", quick
                shape="'square' or 'skinny'"),
           needs=("cuda",))
 def gemm_transposes(*, dtype="float16", device="auto", quick=False, progress=True, on_row=None) -> pd.DataFrame:
-    """Each layout for a square 4096³ GEMM and Baidu's skinny M=K=2560 at N=32…128."""
+    """Each layout for a square 4096³ GEMM and Baidu's skinny M=K=2560 at N=32…128 (float32 on a CPU)."""
+    dtype = dtype_name("dtype", dtype)
     device = resolve_device(device)
     if device == "cpu":
         dtype = "float32"
@@ -246,11 +254,11 @@ def gemm_transposes(*, dtype="float16", device="auto", quick=False, progress=Tru
           needs=("cuda",))
 def gemm_small_n(*, dtype="float16", M=2560, K=2560, device="auto", quick=False, progress=True,
                  on_row=None) -> pd.DataFrame:
-    """N in 1…256 (every power of two and a few in between) at M = K = 2560."""
+    """N in 1…256 (every power of two and a few in between) at M = K = 2560 (float32 on a CPU)."""
+    dtype, M, K = dtype_name("dtype", dtype), positive_int("M", M), positive_int("K", K)
     device = resolve_device(device)
     if device == "cpu":
         dtype = "float32"
-    M, K = positive_int("M", M), positive_int("K", K)
     spec = current_device()
     Ns = [1, 2, 4, 8, 16, 32, 64, 128, 256] if quick or device == "cpu" else \
         [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256]
@@ -269,6 +277,7 @@ def measure_gemm(M: int, N: int, K: int, dtype: str, device: str = "auto") -> fl
 
     The widget :func:`perfkit.gemm_explorer` takes this as its ``measure`` argument.
     """
+    M, N, K, dtype = positive_int("M", M), positive_int("N", N), positive_int("K", K), dtype_name("dtype", dtype)
     device = resolve_device(device)
     ensure_fits(gemm_bytes_needed(M, N, K, dtype), device, what=f"a {M}×{N}×{K} {dtype} GEMM")
     return bench(matmul_fn(M, N, K, dtype, device), device=device, label=f"gemm {M}×{N}×{K} {dtype}").median

@@ -16,7 +16,7 @@ Pure functions of published frames, never of perfkit's own runs:
 ``held out`` where the model was fitted to that table, :func:`perfkit.validation.half_labels`);
 :func:`error_table` and :func:`fp8_regimes` summarise the error; :func:`model_sweep` gives the model's
 rows alone (for its curves, and in place of absent data). :func:`fit_tf32` is the grid search behind
-:data:`perfkit.calibration.TF32_FIT`. One-number functions (:func:`size_effect`,
+:data:`perfkit.ceilings.TF32_FIT`. One-number functions (:func:`size_effect`,
 :func:`batching_gain`, :func:`fp8_large_m_fraction`, :func:`fp8_small_m_bandwidth`) return None
 without data. Functions given None return None. Units: seconds, FLOP/s (TFLOP/s in ``tflops``),
 bytes/s (GB/s in ``gbps``).
@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from .._validate import frame_or_none, one_of, positive_int
-from ..calibration import Ceilings, default_ceilings
+from ..ceilings import Ceilings, default_ceilings
 from ..devices import DeviceSpec, device_spec
 from ..gemm_model import GemmModel, explain_gemm, prediction_error
 from ..published_data.xla import XLA_DTYPES, xla_rows  # noqa: F401  (the chapter reads gp.xla_rows)

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .._validate import one_of, positive_int, positive_number
+from .._validate import dtype_name, one_of, positive_int, positive_ints, positive_number, sequence_of
 from ..devices import DeviceSpec
 from ..dtypes import canonical_dtype, itemsize, torch_dtype
 from ..memory_model import PASSES as _PASSES, layer_bytes, memory_time, pool_output_shape, predict_layer_time
@@ -55,23 +55,14 @@ _NCHW = dict(N="batch", C="channels", H="input height", W="input width", element
 
 
 def _setup(device: str, dtype: str) -> tuple[str, str]:
-    device, asked = resolve_device(device), one_of("dtype", dtype, MEMORY_DTYPES)
-    return device, "float32" if device == "cpu" else canonical_dtype(asked)
-
-
-def _many(name: str, values: Any, check) -> list:
-    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise TypeError(f"{name} must be a list, got {values!r}")
-    out = [check(name, v) for v in values]
-    if not out:
-        raise ValueError(f"{name} must hold at least one value")
-    return out
+    """(device, dtype): ``dtype`` checked against :data:`MEMORY_DTYPES` first; a CPU runs float32."""
+    asked = dtype_name("dtype", dtype, MEMORY_DTYPES)
+    device = resolve_device(device)
+    return device, "float32" if device == "cpu" else asked
 
 
 def _shape4(name: str, shape: Any) -> tuple[int, int, int, int]:
-    if isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence) or len(shape) != 4:
-        raise TypeError(f"each of {name} must be an (N, C, H, W) tuple of positive integers, got {shape!r}")
-    return tuple(positive_int(f"{name} dims", d) for d in shape)  # type: ignore[return-value]
+    return positive_ints(name, shape, 4, "(N, C, H, W)")  # type: ignore[return-value]
 
 
 def _pick(given: Any, device: str, quick: bool, cpu: tuple, tiny: tuple, full: tuple) -> Any:
@@ -80,8 +71,7 @@ def _pick(given: Any, device: str, quick: bool, cpu: tuple, tiny: tuple, full: t
 
 def _shapes(given: Any, device: str, quick: bool, full: tuple, tiny: tuple, cpu: int) -> list[tuple]:
     """``given`` (N, C, H, W) shapes, checked; else ``full`` (GPU), ``tiny`` (quick) or ``full[:cpu]`` (CPU)."""
-    return [_shape4("shapes", s) for s in _many("shapes", _pick(given, device, quick, full[:cpu], tiny, full),
-                                                lambda n, v: v)]
+    return sequence_of("shapes", _pick(given, device, quick, full[:cpu], tiny, full), _shape4)
 
 
 def _predict(fn, *args: Any, spec: DeviceSpec | None, **kwargs: Any) -> float:
@@ -132,9 +122,9 @@ def activation_sizes(*, ops=ACTIVATION_OPS, elements=None, dtype="bfloat16", dev
     """Each op and pass at each size: GPU 2^14 … 2^28 elements (×4), ``quick`` 2^12 … 2^24 (×16),
     CPU 2^10 … 2^22 (×8) in float32."""
     device, d = _setup(device, dtype)
-    ops_ = _many("ops", ops, lambda n, v: one_of(n, v, ACTIVATION_OPS))
-    sizes = _many("elements", _pick(elements, device, quick, _CPU_ELEMENTS, _QUICK_ELEMENTS, _GPU_ELEMENTS),
-                  positive_int)
+    ops_ = sequence_of("ops", ops, lambda n, v: one_of(n, v, ACTIVATION_OPS))
+    sizes = sequence_of("elements", _pick(elements, device, quick, _CPU_ELEMENTS, _QUICK_ELEMENTS, _GPU_ELEMENTS),
+                        positive_int)
     ensure_fits(4 * max(sizes) * itemsize(d), device, what="activation_sizes")  # x, y, dy, dx
     spec = measured_spec(device, cpu=False)
     points = [(op, p, n) for op in ops_ for p in _PASSES for n in sizes]
@@ -152,9 +142,9 @@ def predicted_activations(spec: DeviceSpec, *, ops=ACTIVATION_OPS, elements=_GPU
     """The model's view of ``activation_sizes`` on ``spec`` (no measurement): its rows with ``time_s``,
     ``iqr_s`` and ``gbps`` empty and ``predicted_s`` filled. Caption it with :func:`perfkit.provenance.modelled`."""
     d = canonical_dtype(dtype)  # a spec that is not a DeviceSpec: TypeError from pk.memory_time
-    ops_ = _many("ops", ops, lambda n, v: one_of(n, v, ACTIVATION_OPS))
+    ops_ = sequence_of("ops", ops, lambda n, v: one_of(n, v, ACTIVATION_OPS))
     rows = [_activation_row(op, p, n, d, spec) for op in ops_ for p in _PASSES
-            for n in _many("elements", elements, positive_int)]
+            for n in sequence_of("elements", elements, positive_int)]
     return pd.DataFrame(rows, columns=list(_ACT_COLUMNS))
 
 
@@ -200,7 +190,7 @@ def batchnorm_sizes(*, shapes=None, layouts=LAYOUTS, dtype="bfloat16", device="a
     ``quick``: 4 of them; CPU: up to 4×64×56×56 in float32."""
     device, d = _setup(device, dtype)
     dims = _shapes(shapes, device, quick, _BN_GPU, _BN_QUICK, 5)
-    lays = _many("layouts", layouts, lambda n, v: one_of(n, v, ("nchw", "nhwc")).upper())
+    lays = sequence_of("layouts", layouts, lambda n, v: one_of(n, v, ("nchw", "nhwc")).upper())
     ensure_fits(6 * max(math.prod(s) for s in dims) * itemsize(d), device, what="batchnorm_sizes")
     spec = measured_spec(device, cpu=False)
     points = [(s, lay, p) for s in dims for lay in lays for p in _PASSES]
@@ -259,8 +249,8 @@ def pool_sizes(*, shapes=None, kinds=("max", "avg"), windows=tuple(POOL_WINDOWS)
     ``quick``: 3 of them; CPU: up to 1×64×112×112 in float32."""
     device, d = _setup(device, dtype)
     dims = _shapes(shapes, device, quick, _POOL_GPU, _POOL_QUICK, 4)
-    kinds_ = _many("kinds", kinds, lambda n, v: one_of(n, v, ("max", "avg")))
-    wins = _many("windows", windows,
+    kinds_ = sequence_of("kinds", kinds, lambda n, v: one_of(n, v, ("max", "avg")))
+    wins = sequence_of("windows", windows,
                  lambda n, v: v if isinstance(v, str) and v in POOL_WINDOWS else one_of(n, v, tuple(POOL_WINDOWS)))
     for s in dims:  # a window larger than the padded input fails here, before allocating
         for w in wins:

@@ -4,6 +4,8 @@
 the recorder, a test), returns a frame whose columns are exactly the declared ones, in the
 declared order, with the run's metadata in ``frame.attrs["meta"]`` (``live: true``, the device
 it ran on, when, and its parameters). A frame that drifts from its declaration is an error.
+Before the experiment runs, the options every experiment takes are checked (:func:`check_options`);
+each experiment checks its own arguments before it allocates or times anything.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, Callable, Mapping
 
 import pandas as pd
 
+from .._validate import boolean, callable_or_none, one_of
 from ..devices import cpu_name, cuda_available, current_device
 
 #: What an experiment may need: a CUDA GPU, CuPy, Triton.
@@ -38,6 +41,25 @@ class Experiment:
 
 #: Every experiment the book uses, by name (filled in at import time by the chapter modules).
 REGISTRY: dict[str, Experiment] = {}
+
+
+#: The devices an experiment accepts: ``"auto"`` picks CUDA when a GPU is visible.
+DEVICES: tuple[str, ...] = ("auto", "cuda", "cpu")
+
+
+def check_options(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``kwargs`` with ``device`` lower-cased; ``TypeError``/``ValueError`` naming the option unless
+    ``device`` is one of :data:`DEVICES`, ``quick`` and ``progress`` are booleans and ``on_row`` is
+    a callable or None (those given)."""
+    out = dict(kwargs)
+    if "device" in out:
+        out["device"] = one_of("device", out["device"], DEVICES)
+    for name in ("quick", "progress"):
+        if name in out:
+            out[name] = boolean(name, out[name])
+    if "on_row" in out:
+        callable_or_none("on_row", out["on_row"])
+    return out
 
 
 def _run_meta(name: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -75,6 +97,7 @@ def register(name: str, description: str, columns: Mapping[str, str], needs: tup
 
         @functools.wraps(func)
         def run(**kwargs) -> pd.DataFrame:
+            kwargs = check_options(kwargs)
             meta = _run_meta(name, kwargs)
             frame = conform(func(**kwargs), columns, name)
             frame.attrs["meta"] = meta

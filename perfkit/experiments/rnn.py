@@ -19,9 +19,9 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from .._validate import one_of, positive_int
+from .._validate import dtype_name, one_of, positive_int, sequence_of
 from ..devices import current_device
-from ..dtypes import canonical_dtype, itemsize, torch_dtype
+from ..dtypes import itemsize, torch_dtype
 from ..roofline import gemm_bytes
 from ..shapes import RNN_GATES, rnn_gemms
 from ..timing import bench
@@ -48,10 +48,16 @@ _GEMM = dict(M="rows of the GEMM: gates·H", N="columns: the minibatch (times T 
 
 def _many(name: str, value: Any, check: Callable[[str, Any], Any]) -> list:
     """``value`` (one item or a sequence of them) as a list, each item checked and named ``name``."""
-    items = list(value) if isinstance(value, (list, tuple, range)) else [value]
-    if not items:
-        raise ValueError(f"{name} must name at least one value, got {value!r}")
-    return [check(name, v) for v in items]
+    return sequence_of(name, value, check, single=True)
+
+
+def _layer_spec(name: str, value: Any) -> tuple[str, int, int, int]:
+    """A ``(cell, hidden, batch, timesteps)`` tuple of ``rnn_cudnn``'s ``layers``, checked."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list)) or len(value) != 4:
+        raise TypeError(f"{name} must hold (cell, hidden, batch, timesteps) tuples, got {value!r}")
+    c, h, b, t = value
+    return (one_of(f"{name}: cell", c, CELLS), positive_int(f"{name}: hidden", h), positive_int(f"{name}: batch", b),
+            positive_int(f"{name}: timesteps", t))
 
 
 def _cells(value: Any) -> list[str]:
@@ -79,13 +85,14 @@ def _bench(fn: Callable[[], Any], device: str, **kw: Any):
           needs=("cuda",))
 def rnn_combine_time(*, cell=CELLS, hidden=None, batch=None, timesteps=None, dtype="float16", device="auto",
                      quick=False, progress=True, on_row=None) -> pd.DataFrame:
-    """Each cell, H and batch, T from 8 to 512 (GPU) or 4 and 16 (CPU/quick); input size = H."""
+    """Each cell, H and batch, T from 8 to 512 (GPU) or 4 and 16 (CPU/quick); input size = H (float32 on a CPU)."""
+    dtype = dtype_name("dtype", dtype)
     device = resolve_device(device)
     small = quick or device == "cpu"
     cells, hs = _cells(cell), _sizes("hidden", hidden, small, (64,), (1024, 2560))
     bs = _sizes("batch", batch, small, (1, 4), (1, 4, 16, 64))
     ts = _sizes("timesteps", timesteps, small, (4, 16), (8, 32, 128, 512))
-    dtype, spec = "float32" if device == "cpu" else canonical_dtype(dtype), current_device()  # CPUs: no fast fp16
+    dtype, spec = "float32" if device == "cpu" else dtype, current_device()  # CPUs: no fast fp16
     shapes = [(c, h, b, t) for c in cells for h in hs for b in bs for t in ts]
     ensure_fits(max(gemm_bytes(*rnn_gemms(c, h, h, b, t)["input"], dtype) for c, h, b, t in shapes), device,
                 what="rnn_combine_time")
@@ -114,6 +121,7 @@ def rnn_combine_time(*, cell=CELLS, hidden=None, batch=None, timesteps=None, dty
 def rnn_hidden(*, cell=("rnn", "lstm"), hidden=None, batch=None, dtype="float16", device="auto", quick=False,
                progress=True, on_row=None) -> pd.DataFrame:
     """H = 1024, 2048, 2560 ± 1, 8, 16, 24, 32 at batch 32 and 128 (GPU); H near 128 and 256 (CPU/quick)."""
+    dtype = dtype_name("dtype", dtype)
     device = resolve_device(device)
     small = quick or device == "cpu"
     centres = (128, 256) if small else (1024, 2048, 2560)
@@ -131,6 +139,7 @@ def rnn_hidden(*, cell=("rnn", "lstm"), hidden=None, batch=None, dtype="float16"
 def rnn_batch(*, cell=("rnn", "lstm"), hidden=None, batch=None, dtype="float16", device="auto", quick=False,
               progress=True, on_row=None) -> pd.DataFrame:
     """Batch 1…256 (8 and 9, 125 and 128 included) at H = 1024 and 2560 (GPU), 256 (CPU/quick), NN and TN."""
+    dtype = dtype_name("dtype", dtype)
     device = resolve_device(device)
     small = quick or device == "cpu"
     hs = _sizes("hidden", hidden, small, (256,), (1024, 2560))
@@ -142,7 +151,7 @@ def rnn_batch(*, cell=("rnn", "lstm"), hidden=None, batch=None, dtype="float16",
 
 def _recurrent_sweep(points: list, dtype: Any, device: str, name: str, on_row, progress: bool) -> pd.DataFrame:
     """Time the recurrent GEMM of each (cell, H, layout, batch): the rows of rnn_hidden and rnn_batch."""
-    dtype, spec = "float32" if device == "cpu" else canonical_dtype(dtype), current_device()  # CPUs: no fast fp16
+    dtype, spec = "float32" if device == "cpu" else dtype, current_device()  # CPUs: no fast fp16
     ensure_fits(max(gemm_bytes(*rnn_gemms(c, h, h, b, 1)["recurrent"], dtype) for c, h, _, b in points), device,
                 what=name)
 
@@ -236,11 +245,11 @@ def rnn_cudnn(*, layers=None, dtype="float16", device="auto", quick=False, progr
               on_row=None) -> pd.DataFrame:
     """``layers``: (cell, hidden, batch, T) tuples; default :data:`DEEPBENCH_LAYERS` on a GPU, four tiny ones
     on a CPU or with ``quick``. Input size = H (as DeepBench). Vanilla cells use ReLU (as DeepBench)."""
+    dtype = dtype_name("dtype", dtype)
+    layers = sequence_of("layers", layers, _layer_spec) if layers is not None else None
     device = resolve_device(device)
     layers = layers if layers is not None else _CPU_LAYERS if quick or device == "cpu" else DEEPBENCH_LAYERS
-    layers = [(one_of("cell", c, CELLS), positive_int("hidden", h), positive_int("batch", b),
-               positive_int("timesteps", t)) for c, h, b, t in layers]
-    dtype, spec = "float32" if device == "cpu" else canonical_dtype(dtype), current_device()  # CPUs: no fast fp16
+    dtype, spec = "float32" if device == "cpu" else dtype, current_device()  # CPUs: no fast fp16
     ensure_fits(max(_layer_bytes(*lay, dtype) for lay in layers), device, what="rnn_cudnn")
     impls = ("cudnn", "gemm loop", "gemm loop (CUDA graph)") if device == "cuda" else ("torch cpu", "gemm loop")
     kept: dict[tuple, tuple] = {}  # the module, input, input-GEMM time and prediction of the current layer

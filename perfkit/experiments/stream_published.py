@@ -17,7 +17,6 @@ import numpy as np
 import pandas as pd
 
 from .._validate import positive_number
-from ..calibration import achievable_ceilings
 from ..devices import DeviceSpec, device_spec
 
 __all__ = ["GENERATIONS", "occupancy_for_fraction", "stream_occupancy", "stream_peak_fraction", "stream_table"]
@@ -39,7 +38,7 @@ def stream_occupancy(frame: pd.DataFrame | None, *, kernel: str = "triad", gpus:
             return None
         rows = [{"device": s.name, "gpu": s.name, "occupancy_pct": occ, "gbps": np.nan, "gbps_low": np.nan,
                  "gbps_high": np.nan, "datasheet_gbps": s.mem_bandwidth / 1e9, "fraction": np.nan,
-                 "predicted_gbps": achievable_ceilings(s).bandwidth / 1e9}
+                 "predicted_gbps": s.ceilings.bandwidth / 1e9}
                 for s in specs for occ in (0.0, 100.0)]
         out = pd.DataFrame(rows)
         out.attrs["model_of"] = ", ".join(s.name for s in specs)
@@ -59,7 +58,7 @@ def stream_occupancy(frame: pd.DataFrame | None, *, kernel: str = "triad", gpus:
             "occupancy_pct": k["occupancy_pct"], "gbps": k["gbps"], "gbps_low": span["min"].reindex(k.index),
             "gbps_high": span["max"].reindex(k.index), "datasheet_gbps": s.mem_bandwidth / 1e9,
             "fraction": k["gbps"] * 1e9 / s.mem_bandwidth,
-            "predicted_gbps": achievable_ceilings(s).bandwidth / 1e9}).reset_index(drop=True))
+            "predicted_gbps": s.ceilings.bandwidth / 1e9}).reset_index(drop=True))
     out = pd.concat(parts, ignore_index=True) if parts else None
     if out is not None:
         out.attrs["meta"] = dict(frame.attrs.get("meta") or {}, device_name=", ".join(dict.fromkeys(out["gpu"])))

@@ -18,7 +18,6 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .._validate import positive_int
-from ..calibration import achievable_ceilings
 from ..devices import DeviceSpec, device_spec
 from ..dtypes import canonical_dtype
 from ..memory_model import chain_bytes, layer_bytes, memory_time
@@ -122,7 +121,7 @@ def time_vs_bytes(frames: Mapping[str, pd.DataFrame | None] | None = None, spec:
     if active is None:
         active = int(np.argmin([abs(b - 32) for b in batches]))
 
-    knee = memory_time(0, spec) * achievable_ceilings(spec).bandwidth  # bytes moved in one latency
+    knee = memory_time(0, spec) * spec.ceilings.bandwidth  # bytes moved in one latency
     tables = [layer_times((n, channels, size, size), dtype, spec) for n in batches]
     lo = min(1e4, min(t["bytes"].min() for t in tables) / 4)
     hi = max(t["bytes"].max() for t in tables) * 2

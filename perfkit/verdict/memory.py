@@ -49,11 +49,11 @@ gpu_of = spec_of
 def copy_ceiling(copy: pd.DataFrame | None, *measured: pd.DataFrame | None) -> tuple[float | None, Any]:
     """``(bandwidth, source)``: the copy ceiling (bytes/s) the chapter compares bandwidths with.
 
-    The fastest copy of a GPU ``ceiling_copy`` frame, else the achievable bandwidth
-    (:func:`perfkit.achievable_ceilings`) of the GPU the first of ``measured`` ran on, else
+    The fastest copy of a GPU ``ceiling_copy`` frame, else the achievable bandwidth of the GPU the
+    first of ``measured`` ran on (with its recorded ceilings: :func:`perfkit.calibrated`), else
     ``(None, None)``.
     """
-    from ..calibration import achievable_ceilings
+    from ..calibration import calibrated
     from ..provenance import source_of
 
     if gpu_rows(copy, "copy") is not None and "gbps" in copy.columns:
@@ -63,7 +63,8 @@ def copy_ceiling(copy: pd.DataFrame | None, *measured: pd.DataFrame | None) -> t
     for frame in measured:
         spec = gpu_of(frame)
         if spec is not None and spec.mem_bandwidth:
-            ceilings = achievable_ceilings(spec)
+            # the frame was measured on this GPU: compare it with that GPU's recorded ceilings (the edge)
+            ceilings = calibrated(spec).ceilings
             return ceilings.bandwidth, ceilings.source
     return None, None
 
@@ -264,11 +265,10 @@ def model_effects(spec: DeviceSpec) -> dict[str, float | None]:
     chapter's model frames (activations, CNN breakdown, fusion chains) run through :func:`effects`,
     batch norm's two passes against one, pooling at the model's bandwidth; NCHW and NHWC move the
     same bytes, so ``nhwc_gain`` is 1.0."""
-    from ..calibration import achievable_ceilings
     from ..experiments import convnet, fusion, memory
     from ..memory_model import layer_bytes, memory_time
 
-    ceiling = achievable_ceilings(spec).bandwidth
+    ceiling = spec.ceilings.bandwidth
     e = {**activation_effects(as_measured(memory.predicted_activations(spec)), ceiling),
          **network_effects(as_measured(convnet.predicted_breakdown(spec))),
          **fusion_effects(as_measured(fusion.predicted_chains(spec)))}

@@ -32,7 +32,7 @@ The public API, by concept (one module each):
   HTML table, no index), :func:`device_card` (one line about the device, the rest folded)
 - figures and widgets: :mod:`perfkit.plots`, :func:`roofline_explorer`, :func:`gemm_explorer`;
   figures that move in a static page (Plotly): :mod:`perfkit.interactive`
-- the problems of each chapter, with answers from perfkit and a self-check: :mod:`perfkit.exercises`
+- the problems of each chapter, with answers from perfkit and a self-check: :mod:`perfkit.book.problems`
 - the advisor (the book's rules applied to your own model): :func:`advise`, :mod:`perfkit.advisor`;
   architectures built in code (GPT-2 small, ResNet-50, an LSTM LM, LLaMA): :mod:`perfkit.zoo`
 
@@ -44,13 +44,13 @@ from __future__ import annotations
 import importlib as _importlib
 import warnings as _warnings
 
-from . import data, experiments, published_data, provenance, then_now, verdict
+from . import data, book, published_data, provenance, then_now
 from ._version import __version__
 from .published_data import published, published_all, published_or_none, published_sources
 from .display import Note, Table, device_card, note, table
 from .devices import KNOWN_DEVICES, DeviceSpec, device_spec, match_driver_name
 from .dtypes import DTYPES, canonical_dtype, itemsize, torch_dtype
-from .experiments import REGISTRY
+from .book.registry import REGISTRY
 from .calibration import calibrated, current_device
 from .ceilings import Ceilings, achievable_ceilings, default_ceilings
 from .gemm_model import (CANDIDATE_TILES, TILE_SHAPE_FACTORS, GemmModel, GemmPrediction, explain_gemm,
@@ -60,34 +60,34 @@ from .kernels import (PersistentPlan, max_persistent_hidden, persistent_rnn, per
                       tiled_matmul, triton_mode)
 from .provenance import Source, caption, live_source, published_counterparts, run_or_load, source_of
 from .quantization import alignment, cdiv, is_aligned, pad_to_multiple, tile_quantization, wave_quantization
-from .record import archive, record
+from .book.record import archive, record
 from .roofline import (Operation, arithmetic_intensity, attainable_flops, batch_crossover, gemm_bytes, gemm_flops,
                        gemm_operation, math_bound_batch, nvidia_example_operations, roofline_time)
 from .shapes import RNN_GATES, conv_gemms, conv_output_size, linear_gemms, rnn_gemms
 from .timing import Measurement, NoiseWarning, bench, to_gbps, to_tflops
 from .validation import validation_frames, validation_table, with_predictions, worst_predictions
-from .verdict import Finding, finding, judge, verdict_table
+from .book.verdict import Finding, finding, judge, verdict_table
 
 _RENAMED = {"TILE_EFFICIENCY": "TILE_SHAPE_FACTORS"}
 
 
 def plot_roofline(*args, **kwargs):
-    """Draw rooflines and place operations on them (see :func:`perfkit.plots.plot_roofline`)."""
-    from .plots import plot_roofline as _plot
+    """Draw rooflines and place operations on them (see :func:`perfkit.book.background.plot_roofline`)."""
+    from .book.background.figures import plot_roofline as _plot
 
     return _plot(*args, **kwargs)
 
 
 def roofline_explorer(*args, **kwargs):
-    """Widget: move a GEMM on the roofline (see :func:`perfkit.widgets.roofline_explorer`)."""
-    from .widgets import roofline_explorer as _w
+    """Widget: move a GEMM on the roofline (see :func:`perfkit.book.widgets.roofline_explorer`)."""
+    from .book.widgets import roofline_explorer as _w
 
     return _w(*args, **kwargs)
 
 
 def gemm_explorer(*args, **kwargs):
-    """Widget: tiles, waves and predicted time of a GEMM (see :func:`perfkit.widgets.gemm_explorer`)."""
-    from .widgets import gemm_explorer as _w
+    """Widget: tiles, waves and predicted time of a GEMM (see :func:`perfkit.book.widgets.gemm_explorer`)."""
+    from .book.widgets import gemm_explorer as _w
 
     return _w(*args, **kwargs)
 
@@ -114,7 +114,7 @@ def advise(model, example_inputs, dtype="bfloat16", spec=None, **options):
 
 
 def __getattr__(name: str):
-    if name in ("plots", "widgets", "padding", "advisor", "zoo", "interactive", "exercises"):  # heavy: when asked for
+    if name in ("book", "padding", "advisor", "zoo"):  # heavy: when asked for
         return _importlib.import_module(f".{name}", __name__)
     if name in _RENAMED:
         _warnings.warn(f"perfkit.{name} is now perfkit.{_RENAMED[name]}", DeprecationWarning, stacklevel=2)

@@ -7,7 +7,7 @@
   ``published fetch [NAME ...] [--into DIR] [--mirror URL=PATH ...] [--allow-mismatch]``: obtain each
   from its public repository at the pinned commit and extract the same rows (checksummed);
 - ``record [EXPERIMENT ...] --out DIR [--quick] [--archive FILE.tar.gz] [--no-progress] [--no-resume]``:
-  measure and write ``DIR/<device-slug>/<experiment>.csv`` + ``.json`` (see :mod:`perfkit.record`).
+  measure and write ``DIR/<device-slug>/<experiment>.csv`` + ``.json`` (see :mod:`perfkit.book.record`).
 - ``advise package.module:build_model --input 8x3x224x224 [--input 8x1024:int64] [--dtype bfloat16]
   [--spec H100-SXM] [--inference] [--no-meta] [--csv FILE]``: build the model (on the meta device
   unless ``--no-meta``: no weight is allocated), run :func:`perfkit.advise` on inputs of those shapes
@@ -140,7 +140,7 @@ def _info() -> int:
 def _list(data: str | None) -> int:
     from .data import data_root, recordings
     from .published_data import published_sources
-    from .experiments.registry import REGISTRY as registry
+    from .book.registry import REGISTRY as registry
 
     print("experiments:")
     if not registry:
@@ -237,8 +237,8 @@ def _raise_interrupt(signum, frame):  # SIGTERM → KeyboardInterrupt, so a reco
 
 
 def _record(args: argparse.Namespace) -> int:
-    from .experiments.registry import REGISTRY as registry
-    from .record import RecordingFailed, archive, record
+    from .book.registry import REGISTRY as registry
+    from .book.record import RecordingFailed, archive, record
 
     unknown = [n for n in args.experiments if n not in registry]
     if unknown:

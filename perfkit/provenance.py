@@ -30,7 +30,7 @@ import pandas as pd
 from ._validate import frame_or_none
 from .data import load
 from .devices import DeviceSpec, current_device
-from .experiments.registry import get, missing_needs
+from .book.registry import get, missing_needs
 from .published_data import has_published, published
 from .then_now import COUNTERPARTS, KIND, counterpart
 

@@ -46,7 +46,7 @@ def summary(name: str, frame: pd.DataFrame) -> str:
 def fit_tf32() -> None:
     """Grid-search TF32_FIT on the fit half of XLA's H100 TF32 rows; print the best and the halves."""
     from perfkit.ceilings import TF32_FIT
-    from perfkit.experiments.gemm_published import fit_tf32 as search
+    from perfkit.book.gemm.published import fit_tf32 as search
 
     best, grid = search(pk.published("xla_h100_gemm"))
     pd.set_option("display.width", 200)

@@ -7,7 +7,7 @@ Targets (printed, never checked by a timed test):
    norm, forward: median |predicted ÷ measured − 1| ≤ 15 %;
 2. the eager ÷ fused time ratio the model predicts (Σ ``pk.memory_time`` of each eager kernel's
    bytes ÷ the fused kernel's) within 25 % of the measured one, per eager/fused pair
-   (``perfkit.experiments.memory_published.PAIRS``), at the pair's largest size.
+   (``perfkit.book.memory_limited.published.PAIRS``), at the pair's largest size.
 
 Then, for reference: every fused kernel's median error, the gpu-benches stream bandwidths against
 the datasheets, and the H200 small-kernel floors and plateaus. Run from the repository root::
@@ -24,7 +24,8 @@ import argparse
 import sys
 
 import perfkit as pk
-from perfkit.experiments import memory_published as mp, timing_published as tp
+from perfkit.book.memory_limited import published as mp
+from perfkit.book.timing import published as tp
 from perfkit.units import format_time
 
 LAYER_NORM_TARGET = 0.15  # median |error| of the byte model on Liger's fused H100 layer norm

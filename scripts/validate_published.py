@@ -32,7 +32,7 @@ import pandas as pd
 
 import perfkit as pk
 from perfkit import validation
-from perfkit.experiments import gemm_published as gp
+from perfkit.book.gemm import published as gp
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The last commit with the GEMM model as it was before issue 23 (no batch, BF16-like TF32 ceiling).

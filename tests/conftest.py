@@ -100,10 +100,14 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def short_bench(monkeypatch):
     """Real measurements on a tiny time budget, for tests that check rows, not timings: every
-    ``bench`` an experiment calls (its own import, or through ``experiments.common.lean_bench``,
-    which imports ``perfkit.timing.bench`` when called) samples for milliseconds."""
-    import perfkit.experiments as experiments
+    ``bench`` an experiment calls (its own import, or through ``perfkit.placement.lean_bench``)
+    samples for milliseconds."""
+    import sys
+
     from perfkit import timing
+    from perfkit.book.registry import REGISTRY
+
+    len(REGISTRY)  # imports every chapter folder's experiments
 
     original = timing.bench
 
@@ -111,7 +115,6 @@ def short_bench(monkeypatch):
         return original(fn, **{**options, "warmup_s": 0.0, "rep_s": 0.002, "max_time_s": 0.05})
 
     monkeypatch.setattr(timing, "bench", short)
-    for name in dir(experiments):
-        module = getattr(experiments, name)
-        if getattr(module, "bench", None) is original:
+    for name, module in list(sys.modules.items()):
+        if name.startswith("perfkit.") and getattr(module, "bench", None) is original:
             monkeypatch.setattr(module, "bench", short)

@@ -31,3 +31,16 @@ def note_of(result) -> str:
     assert isinstance(result, Note), f"expected a perfkit Note (no data), got {type(result).__name__}"
     assert "perfkit-note" in result._repr_html_()
     return " ".join(str(result).split())
+
+
+def figure_named(name: str):
+    """The figure function ``name`` (``plot_…``) of whichever chapter folder of perfkit.book defines it."""
+    import importlib
+
+    from perfkit.book import CHAPTERS
+
+    for folder in CHAPTERS:
+        module = importlib.import_module(f"perfkit.book.{folder}")
+        if hasattr(module, name):
+            return getattr(module, name)
+    raise LookupError(f"no chapter folder defines {name!r}")

@@ -15,8 +15,7 @@ from pathlib import Path
 
 #: A call that should leave a figure in the cell's output: a figure function, an explorer widget or
 #: an interactive figure. (A call inside a comment or a string is not counted.)
-FIGURE_CALL = re.compile(r"\bpk\.(?:plots\.plot_\w+|plot_roofline|roofline_explorer|gemm_explorer|"
-                         r"interactive\.\w+\.\w+)\s*\(")
+FIGURE_CALL = re.compile(r"\b\w+\.(?:plot_\w+|roofline_explorer|gemm_explorer|interactive\.\w+)\s*\(")
 NOTE_CLASS = "perfkit-note"
 
 

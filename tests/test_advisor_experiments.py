@@ -13,8 +13,9 @@ import torch
 
 import perfkit as pk
 from perfkit.advisor import measure as advisor_measure
-from perfkit.experiments import REGISTRY, common
-from perfkit.experiments import advisor as ex
+from perfkit.book.registry import REGISTRY
+from perfkit.book import measure as common
+from perfkit.book.check_your_model import experiments as ex
 
 H100 = pk.device_spec("H100-SXM")
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples and noise: expected here

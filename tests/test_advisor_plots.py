@@ -15,9 +15,9 @@ import pytest  # noqa: E402
 from matplotlib.ticker import EngFormatter  # noqa: E402
 
 import perfkit as pk  # noqa: E402
-from perfkit import plots  # noqa: E402
-from perfkit.experiments import advisor as ex  # noqa: E402
-from perfkit.plots.advisor import KINDS, op_kind  # noqa: E402
+from perfkit import book  # noqa: E402
+from perfkit.book.check_your_model import experiments as ex  # noqa: E402
+from perfkit.book.check_your_model.figures import KINDS, op_kind  # noqa: E402
 from figure_helpers import note_of
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples and noise: expected here
@@ -65,7 +65,7 @@ def test_op_kinds_cover_the_advisors_ops_and_the_experiments_functions():
 
 
 def test_step_breakdown_splits_each_step_by_kind_of_work(advices):
-    fig = plots.plot_step_breakdown(advices)
+    fig = book.check_your_model.plot_step_breakdown(advices)
     assert MODEL in _heading(fig)
     ax = fig.axes[0]
     bars = [p for p in ax.patches if p.get_width() > 0]
@@ -82,13 +82,13 @@ def test_step_breakdown_splits_each_step_by_kind_of_work(advices):
 
 def test_step_breakdown_of_one_advice_draws_into_the_given_axes(advices):
     fig, (left, right) = plt.subplots(1, 2)
-    assert plots.plot_step_breakdown(advices["lstm_lm"], ax=right) is fig
+    assert book.check_your_model.plot_step_breakdown(advices["lstm_lm"], ax=right) is fig
     assert not left.has_data() and MODEL in " ".join(right.get_title().split())
     assert "LSTMLanguageModel" in " ".join(t.get_text() for t in right.get_yticklabels())
 
 
 def test_savings_draws_each_priced_rule_and_marks_the_others(advices):
-    fig = plots.plot_savings(advices)
+    fig = book.check_your_model.plot_savings(advices)
     assert MODEL in _heading(fig)
     rows = [(name, rule, r.share) for name, a in advices.items() for rule, r in a.by_rule().iterrows()]
     priced = [s for _, _, s in rows if np.isfinite(s) and s > 0]
@@ -100,7 +100,7 @@ def test_savings_draws_each_priced_rule_and_marks_the_others(advices):
 
 
 def test_advice_vs_measured_from_a_cpu_run(layers):
-    fig = plots.plot_advice_vs_measured(layers)
+    fig = book.check_your_model.plot_advice_vs_measured(layers)
     assert "live on CPU" in _heading(fig) and "median |error|" in _heading(fig)
     ax = fig.axes[0]
     assert ax.get_xscale() == ax.get_yscale() == "log"
@@ -114,11 +114,11 @@ def test_advice_vs_measured_from_a_cpu_run(layers):
 
 def test_advice_vs_measured_draws_into_the_given_axes(layers):
     fig, (left, right) = plt.subplots(1, 2)
-    assert plots.plot_advice_vs_measured(layers, ax=right) is fig and not left.has_data()
+    assert book.check_your_model.plot_advice_vs_measured(layers, ax=right) is fig and not left.has_data()
 
 
 def test_fix_savings_from_a_cpu_run(fixes):
-    fig = plots.plot_fix_savings(fixes)
+    fig = book.check_your_model.plot_fix_savings(fixes)
     assert "live on CPU" in _heading(fig)
     ax = fig.axes[0]
     assert ax.get_xscale() == "symlog" and isinstance(ax.xaxis.get_major_formatter(), EngFormatter)
@@ -126,12 +126,12 @@ def test_fix_savings_from_a_cpu_run(fixes):
     widths = sorted(p.get_width() for p in ax.patches)
     expected = sorted([*fixes["measured_saving_s"], *fixes["predicted_saving_s"]])
     assert widths == pytest.approx(expected)
-    one = plots.plot_fix_savings(fixes, max_rows=1)
+    one = book.check_your_model.plot_fix_savings(fixes, max_rows=1)
     assert len(one.axes[0].patches) == 2 and f"the 1 largest of {len(fixes)}" in _heading(one)
 
 
 def test_hand_built_frames_need_a_source(layers, fixes):
-    for plot, frame in ((plots.plot_advice_vs_measured, layers), (plots.plot_fix_savings, fixes)):
+    for plot, frame in ((book.check_your_model.plot_advice_vs_measured, layers), (book.check_your_model.plot_fix_savings, fixes)):
         bare = pd.DataFrame(frame)
         bare.attrs = {}
         with pytest.raises(ValueError, match="source="):
@@ -141,22 +141,22 @@ def test_hand_built_frames_need_a_source(layers, fixes):
             plot(frame, RECORDED)
 
 
-@pytest.mark.parametrize("plot", [plots.plot_advice_vs_measured, plots.plot_fix_savings])
+@pytest.mark.parametrize("plot", [book.check_your_model.plot_advice_vs_measured, book.check_your_model.plot_fix_savings])
 def test_no_frame_prints_one_line(plot, capsys):
     missing = pk.provenance.missing("no recording of 'advisor_layers' in data/ yet")
     assert note_of(plot(None, missing)) == "No recording yet: No recording of 'advisor_layers' in data/ yet"
 
 
 def test_empty_frame_and_no_advice_print_one_line(layers, capsys):
-    assert "Nothing to draw: The frame has no rows (live on CPU" in note_of(plots.plot_advice_vs_measured(layers.iloc[:0]))
-    for plot in (plots.plot_step_breakdown, plots.plot_savings):
+    assert "Nothing to draw: The frame has no rows (live on CPU" in note_of(book.check_your_model.plot_advice_vs_measured(layers.iloc[:0]))
+    for plot in (book.check_your_model.plot_step_breakdown, book.check_your_model.plot_savings):
         assert all(note_of(p).startswith("Nothing to draw: No advice") for p in (plot(None), plot({})))
 
 
 def test_bad_arguments_are_refused(advices, fixes):
     with pytest.raises(TypeError, match="Advice"):
-        plots.plot_step_breakdown(["not advice"])
+        book.check_your_model.plot_step_breakdown(["not advice"])
     with pytest.raises(TypeError, match=r"advices\['x'\]"):
-        plots.plot_savings({"x": 3})
+        book.check_your_model.plot_savings({"x": 3})
     with pytest.raises(ValueError, match="max_rows"):
-        plots.plot_fix_savings(fixes, max_rows=0)
+        book.check_your_model.plot_fix_savings(fixes, max_rows=0)

@@ -11,7 +11,7 @@ import torch
 import perfkit as pk
 from perfkit import data
 from perfkit.ceilings import Ceilings, default_ceilings, merged, resolve_ceilings
-from perfkit.experiments import REGISTRY
+from perfkit.book.registry import REGISTRY
 
 H100_DRIVER = "NVIDIA H100 80GB HBM3"
 #: A GEMM, a memory-bound layer and a byte count, predicted on a named spec.
@@ -22,7 +22,7 @@ RELU = ("relu", (64, 1024, 1024), "bfloat16")
 def _record_ceilings(out, monkeypatch, *, tflops, gbps, dtype="bfloat16"):
     """Record a ceiling_matmul and a ceiling_copy "measured on an H100" into ``out`` with perfkit's
     own recorder (the experiments replaced by fakes that hand over the given rows)."""
-    recorder = importlib.import_module("perfkit.record")
+    recorder = importlib.import_module("perfkit.book.record")
     h100 = dataclasses.replace(pk.device_spec("H100-SXM"), driver_name=H100_DRIVER)
     monkeypatch.setattr(recorder, "current_device", lambda: h100)
     monkeypatch.setattr(recorder, "missing_needs", lambda exp: [])

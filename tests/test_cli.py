@@ -13,7 +13,7 @@ import pytest
 from perfkit import data
 from perfkit.__main__ import main
 from perfkit.devices import current_device
-from perfkit.experiments import REGISTRY, register
+from perfkit.book.registry import REGISTRY, register
 
 REPO = Path(__file__).resolve().parent.parent
 COLUMNS = {"n": "problem size (elements)", "time_s": "duration (s)"}

@@ -19,8 +19,10 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import perfkit as pk  # noqa: E402
-from perfkit import plots  # noqa: E402
-from perfkit.experiments import REGISTRY, common, conv, conv_analysis  # noqa: E402
+from perfkit import book  # noqa: E402
+from perfkit.book.registry import REGISTRY
+from perfkit.book import measure as common
+from perfkit.book.convolutions import experiments as conv, analysis as conv_analysis  # noqa: E402
 from perfkit.measurement import Measurement  # noqa: E402
 from perfkit.provenance import missing, modelled  # noqa: E402
 from figure_helpers import note_of
@@ -241,39 +243,39 @@ def test_predicted_frames_are_the_model_alone():
     assert (ch["predicted_s"] > 0).all() and set(ch["dtype"]) == {"float16", "tf32"}
     params = conv.predicted_params(h100)
     assert list(params.columns) == list(REGISTRY["conv_params"].columns) and params["tflops"].isna().all()
-    fig = plots.plot_conv_channels(ch, modelled(h100))
+    fig = book.convolutions.plot_conv_channels(ch, modelled(h100))
     assert "model of H100-SXM" in _heading(fig)
-    assert "model of H100-SXM" in _heading(plots.plot_conv_params(params, modelled(h100)))
+    assert "model of H100-SXM" in _heading(book.convolutions.plot_conv_params(params, modelled(h100)))
 
 
 def test_figures_are_captioned_and_refuse_without_data(short_bench, capsys):
-    frames = {plots.plot_conv_passes: conv.conv_passes(device="cpu", batch=1, progress=False),
-              plots.plot_conv_channels: conv.conv_channels(device="cpu", channels=[7, 8, 64], size=8,
+    frames = {book.convolutions.plot_conv_passes: conv.conv_passes(device="cpu", batch=1, progress=False),
+              book.convolutions.plot_conv_channels: conv.conv_channels(device="cpu", channels=[7, 8, 64], size=8,
                                                            progress=False),
-              plots.plot_first_layer: conv.conv_first_layer(device="cpu", size=16, progress=False),
-              plots.plot_conv_layout: conv.conv_layout(device="cpu", progress=False),
-              plots.plot_conv_params: conv.conv_params(device="cpu", progress=False)}
+              book.convolutions.plot_first_layer: conv.conv_first_layer(device="cpu", size=16, progress=False),
+              book.convolutions.plot_conv_layout: conv.conv_layout(device="cpu", progress=False),
+              book.convolutions.plot_conv_params: conv.conv_params(device="cpu", progress=False)}
     for fn, frame in frames.items():
         assert "live on CPU" in _heading(fn(frame))
         assert note_of(fn(None, missing("no recording yet"))) == "No recording yet: No recording yet"
     hand = conv.conv_params(device="cpu", progress=False)
     hand.attrs = {}
     with pytest.raises(ValueError, match="source"):
-        plots.plot_conv_params(hand)
+        book.convolutions.plot_conv_params(hand)
 
 
 @needs_deepbench
 def test_then_now_figure_draws_published_and_ours(short_bench, capsys):
     then = pk.published_counterparts("conv_deepbench")
-    fig = plots.plot_conv_then_now({"ours": None, **then}, only="ours")
+    fig = book.convolutions.plot_conv_then_now({"ours": None, **then}, only="ours")
     assert "published by Baidu DeepBench" in _heading(fig)
     assert "Every shape drawn: ours has no data" in capsys.readouterr().out
     ours = conv.conv_deepbench(device="cpu", shapes=[(14, 14, 512, 16, 192, 1, 1, 0, 0, 1, 1)], progress=False)
-    fig = plots.plot_conv_then_now({"ours": ours, **then}, only="ours")
+    fig = book.convolutions.plot_conv_then_now({"ours": ours, **then}, only="ours")
     assert "ours: live on CPU" in _heading(fig) and len(fig.axes[2].get_xticks()) == 1
-    assert note_of(plots.plot_conv_then_now({"ours": None})).startswith("Nothing to draw")
+    assert note_of(book.convolutions.plot_conv_then_now({"ours": None})).startswith("Nothing to draw")
     with pytest.raises(ValueError, match="only"):
-        plots.plot_conv_then_now(then, only="mine")
+        book.convolutions.plot_conv_then_now(then, only="mine")
 
 
 @needs_deepbench

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 import perfkit as pk
-from perfkit import plots
+from perfkit import book
 from perfkit.display import Note, Table
-from perfkit.plots._common import BookFigure, book_figure, new_figure
+from perfkit.book.figures import BookFigure, book_figure, new_figure
 from perfkit.provenance import missing, modelled
 from perfkit.units import format_rate
 
@@ -23,7 +23,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def test_a_figure_function_returns_a_figure_that_shows_itself_as_png():
-    fig = plots.plot_wave_model(H100.sms, source=modelled(H100))
+    fig = book.background.plot_wave_model(H100.sms, source=modelled(H100))
     assert isinstance(fig, BookFigure)
     png = fig._repr_png_()
     assert png.startswith(PNG) and len(png) > 10_000
@@ -44,7 +44,7 @@ def test_ipython_shows_a_figure_as_png_without_the_inline_backend():
 def test_book_figure_passes_instead_to_its_note_only():
     @book_figure
     def draw(frame, source=None):
-        return plots._common.no_data(frame, source)
+        return book.figures.no_data(frame, source)
 
     note = draw(None, missing("no GPU here"), instead="the model, drawn above")
     assert isinstance(note, Note) and note.title == "No recording yet" and note.instead == "the model, drawn above"
@@ -52,7 +52,7 @@ def test_book_figure_passes_instead_to_its_note_only():
     assert draw(None, "a reason").title == "Nothing to draw"
     with pytest.raises(TypeError, match="instead"):
         draw(None, instead=3)
-    fig = plots.plot_wave_model(8, instead="never used: there is a figure")
+    fig = book.background.plot_wave_model(8, instead="never used: there is a figure")
     assert isinstance(fig, BookFigure)
 
 

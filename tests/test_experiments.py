@@ -16,7 +16,10 @@ import pytest
 import torch
 
 import perfkit as pk
-from perfkit.experiments import REGISTRY, background, ceilings, common, gemm, missing_needs, register
+from perfkit.book.registry import REGISTRY, missing_needs, register
+from perfkit.book.background import experiments as background, ceilings
+from perfkit.book import measure as common
+from perfkit.book.gemm import experiments as gemm
 from perfkit.ceilings import measured_ceilings
 from perfkit.measurement import Measurement
 
@@ -105,7 +108,7 @@ def test_drift_from_the_declaration_is_an_error():
 
 def test_unknown_experiment_lists_registered_names():
     with pytest.raises(LookupError, match="gemm_sizes"):
-        pk.experiments.get("no_such_experiment")
+        pk.book.registry.get("no_such_experiment")
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")

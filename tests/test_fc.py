@@ -17,8 +17,10 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 import perfkit as pk  # noqa: E402
-from perfkit import plots  # noqa: E402
-from perfkit.experiments import REGISTRY, common, fc  # noqa: E402
+from perfkit import book  # noqa: E402
+from perfkit.book.registry import REGISTRY
+from perfkit.book import measure as common
+from perfkit.book.fully_connected import experiments as fc  # noqa: E402
 from perfkit.measurement import Measurement  # noqa: E402
 from perfkit.provenance import modelled  # noqa: E402
 from figure_helpers import note_of
@@ -180,7 +182,7 @@ def test_predicted_features_is_the_model_alone():
     frame = fc.predicted_features(h100, sweeps=("out",), center=256, span=64, fixed=512)
     assert list(frame.columns) == list(REGISTRY["fc_features"].columns)
     assert frame["time_s"].isna().all() and (frame["predicted_s"] > 0).all()
-    fig = plots.plot_fc_features(frame, modelled(h100))
+    fig = book.fully_connected.plot_fc_features(frame, modelled(h100))
     assert "model of H100-SXM" in fig._suptitle.get_text()
 
 
@@ -199,36 +201,36 @@ def test_figures_are_captioned_and_refuse_without_data(short_bench, capsys):
     batch = fc.fc_batch(device="cpu", in_features=16, out_features=24, batches=[1, 8, 64], progress=False)
     vocab = fc.vocab_padding(device="cpu", vocab=300, in_features=8, tokens=4, progress=False)
     feats = fc.fc_features(device="cpu", sweeps=("in",), center=32, span=8, fixed=16, progress=False)
-    for fn, frame in ((plots.plot_fc_passes, passes), (plots.plot_fc_batch, batch),
-                      (plots.plot_vocab_padding, vocab), (plots.plot_fc_features, feats)):
+    for fn, frame in ((book.fully_connected.plot_fc_passes, passes), (book.fully_connected.plot_fc_batch, batch),
+                      (book.fully_connected.plot_vocab_padding, vocab), (book.fully_connected.plot_fc_features, feats)):
         assert "live on CPU" in _heading(fn(frame))
         assert note_of(fn(None, pk.provenance.missing("no recording yet"))) == "No recording yet: No recording yet"
     hand = _meta(batch.copy())
-    assert "AMD EPYC" in _heading(plots.plot_fc_batch(hand, models=[pk.device_spec("V100-SXM2")]))
+    assert "AMD EPYC" in _heading(book.fully_connected.plot_fc_batch(hand, models=[pk.device_spec("V100-SXM2")]))
 
 
 @pytest.mark.published
 def test_batch_figure_with_published_data_only_and_another_layer(capsys):
     then = pk.published_counterparts("fc_batch")
     h100 = pk.device_spec("H100-SXM")
-    fig = plots.plot_fc_batch(None, pk.provenance.missing("no GPU"), published=then, models=[h100])
+    fig = book.fully_connected.plot_fc_batch(None, pk.provenance.missing("no GPU"), published=then, models=[h100])
     text = _heading(fig)
     assert "published by Baidu DeepBench" in text and "model of H100-SXM" in text
     assert "Published data only" in capsys.readouterr().out
     other = _meta(pd.DataFrame({"M": 64, "N": [1, 8], "K": 64, "dtype": "float32", "time_s": [1e-5, 2e-5],
                                 "tflops": [0.001, 0.003], "predicted_s": np.nan}))
-    fig = plots.plot_fc_batch(other, published=then)
+    fig = book.fully_connected.plot_fc_batch(other, published=then)
     assert "published" not in _heading(fig) and "Not drawn: V100-SXM2, 2019" in capsys.readouterr().out
     with pytest.raises(TypeError, match="models"):
-        plots.plot_fc_batch(other, models=["H100-SXM"])
+        book.fully_connected.plot_fc_batch(other, models=["H100-SXM"])
 
 
 def test_widths_figure_draws_square_layers_only(capsys):
     v100 = pk.published("deepbench_gemm", "V100-SXM2")
-    fig = plots.plot_fc_widths({"V100-SXM2, 2019": v100})
+    fig = book.fully_connected.plot_fc_widths({"V100-SXM2, 2019": v100})
     assert "published by Baidu DeepBench" in _heading(fig)
     assert {line.get_label().split(",")[0] for line in fig.axes[0].lines} >= {"1760×1760", "4096×4096"}
-    assert note_of(plots.plot_fc_widths({"none": None})).startswith("Nothing to draw")
+    assert note_of(book.fully_connected.plot_fc_widths({"none": None})).startswith("Nothing to draw")
 
 
 def test_predicted_vocab_prices_the_slice_of_a_padded_backward():
@@ -240,7 +242,7 @@ def test_predicted_vocab_prices_the_slice_of_a_padded_backward():
     # the model prices the GEMMs (alignment costs nothing in it) and the sliced backward's copies
     assert fwd[("padded_linear, sliced", 8)] == pytest.approx(fwd[("padded_linear, kept", 8)])
     assert both[("padded_linear, sliced", 8)] < 0.9 < both[("padded_linear, kept", 8)]
-    fig = plots.plot_vocab_padding(frame, modelled(h100))
+    fig = book.fully_connected.plot_vocab_padding(frame, modelled(h100))
     assert "model of H100-SXM" in _heading(fig) and "model only" in _heading(fig)
 
 

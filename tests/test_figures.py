@@ -14,12 +14,12 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.ticker import EngFormatter  # noqa: E402
 
-from perfkit import plots  # noqa: E402
+from perfkit import book  # noqa: E402
 from perfkit.devices import device_spec  # noqa: E402
-from perfkit.experiments import gemm  # noqa: E402
+from perfkit.book.gemm import experiments as gemm  # noqa: E402
 from perfkit.provenance import Source, missing, modelled, source_of  # noqa: E402
 from perfkit.quantization import cdiv  # noqa: E402
-from figure_helpers import note_of
+from figure_helpers import figure_named, note_of
 
 RECORDED = "recorded on NVIDIA H100 80GB HBM3 on 2026-11-20"
 H100_META = {"device_name": "NVIDIA H100 80GB HBM3", "recorded_at": "2026-11-20T10:00:00+00:00", "complete": True}
@@ -81,7 +81,7 @@ TIMED = ["plot_gemm_sizes", "plot_quantization_sweep", "plot_small_n", "plot_tim
 
 @pytest.mark.parametrize("name", sorted(FRAMES))
 def test_frame_metadata_is_the_caption(name):
-    fig = getattr(plots, name)(_with_meta(FRAMES[name](), H100_META))
+    fig = figure_named(name)(_with_meta(FRAMES[name](), H100_META))
     assert isinstance(fig, matplotlib.figure.Figure)
     assert RECORDED in _heading(fig)
 
@@ -89,35 +89,35 @@ def test_frame_metadata_is_the_caption(name):
 @pytest.mark.parametrize("source", [RECORDED, Source("recorded", "NVIDIA H100 80GB HBM3", "2026-11-20")])
 @pytest.mark.parametrize("name", sorted(FRAMES))
 def test_hand_built_frame_takes_source_as_str_or_source(name, source):
-    assert RECORDED in _heading(getattr(plots, name)(FRAMES[name](), source))
+    assert RECORDED in _heading(figure_named(name)(FRAMES[name](), source))
 
 
 @pytest.mark.parametrize("name", sorted(FRAMES))
 def test_source_that_contradicts_the_frame_is_a_mislabel(name):
     frame = _with_meta(FRAMES[name](), H100_META)
     with pytest.raises(ValueError, match="contradicts"):
-        getattr(plots, name)(frame, "live on CPU (x86_64, 2 cores), 2026-11-22")
-    assert RECORDED in _heading(getattr(plots, name)(frame, RECORDED))  # agreeing is no mislabel
+        figure_named(name)(frame, "live on CPU (x86_64, 2 cores), 2026-11-22")
+    assert RECORDED in _heading(figure_named(name)(frame, RECORDED))  # agreeing is no mislabel
 
 
 @pytest.mark.parametrize("name", sorted(FRAMES))
 def test_figure_of_a_frame_without_any_source_is_refused(name):
     with pytest.raises(ValueError, match="source="):
-        getattr(plots, name)(FRAMES[name]())
+        figure_named(name)(FRAMES[name]())
     with pytest.raises(TypeError, match="source must be"):
-        getattr(plots, name)(FRAMES[name](), 3)
+        figure_named(name)(FRAMES[name](), 3)
 
 
 @pytest.mark.parametrize("name", ONE_PANEL)
 def test_one_panel_figure_draws_into_the_given_axes(name):
     fig, (left, right) = plt.subplots(1, 2)
-    assert getattr(plots, name)(FRAMES[name](), RECORDED, ax=right) is fig
+    assert figure_named(name)(FRAMES[name](), RECORDED, ax=right) is fig
     assert len(fig.axes) == 2 and not left.has_data() and RECORDED in " ".join(right.get_title().split())
 
 
 @pytest.mark.parametrize("name", TIMED)
 def test_durations_are_plotted_in_seconds_with_si_prefixes(name):
-    fig = getattr(plots, name)(FRAMES[name](), RECORDED)
+    fig = figure_named(name)(FRAMES[name](), RECORDED)
     fig.canvas.draw()
     timed = [axis for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
              if isinstance(axis.get_major_formatter(), EngFormatter)]
@@ -129,10 +129,10 @@ def test_durations_are_plotted_in_seconds_with_si_prefixes(name):
 
 @pytest.mark.parametrize("name", sorted(FRAMES))
 def test_no_figure_without_data(name, capsys):
-    assert note_of(getattr(plots, name)(None, "no recording of 'x' yet")) == "Nothing to draw: No recording of 'x' yet"
-    assert note_of(getattr(plots, name)(None)).startswith("Nothing to draw:")
-    assert f"no rows ({RECORDED})" in note_of(getattr(plots, name)(_with_meta(FRAMES[name]().iloc[:0], H100_META)))
-    text = note_of(getattr(plots, name)(None, missing("no GPU"), instead="the model, above"))
+    assert note_of(figure_named(name)(None, "no recording of 'x' yet")) == "Nothing to draw: No recording of 'x' yet"
+    assert note_of(figure_named(name)(None)).startswith("Nothing to draw:")
+    assert f"no rows ({RECORDED})" in note_of(figure_named(name)(_with_meta(FRAMES[name]().iloc[:0], H100_META)))
+    text = note_of(figure_named(name)(None, missing("no GPU"), instead="the model, above"))
     assert text == "No recording yet: No GPU Instead: the model, above"
     assert capsys.readouterr().out == ""  # a figure function returns its note, never prints
 
@@ -142,7 +142,7 @@ def test_gemm_sizes_figure_from_a_real_cpu_run(monkeypatch):
     # Real measurements with a tiny time budget: this checks the figure, not the timings.
     monkeypatch.setattr(gemm, "bench", functools.partial(gemm.bench, warmup_s=0.0, rep_s=0.002, max_time_s=0.05))
     frame = gemm.gemm_sizes(device="cpu", quick=True, progress=False)
-    fig = plots.plot_gemm_sizes(frame)
+    fig = book.gemm.plot_gemm_sizes(frame)
     assert str(source_of(frame)) in _heading(fig) and "live" in _heading(fig)
     assert len(fig.axes) == 4
 
@@ -154,57 +154,57 @@ def _predicted(scale: float, meta: dict | None) -> pd.DataFrame:
 
 
 def test_predicted_vs_measured_reports_the_error():
-    fig = plots.plot_predicted_vs_measured({"a": _predicted(1.0, H100_META), "b": None})
+    fig = book.gemm.plot_predicted_vs_measured({"a": _predicted(1.0, H100_META), "b": None})
     title = _heading(fig)
     assert "median |error| 10%" in title and "(3 GEMMs)" in title
 
 
 def test_predicted_vs_measured_caption_names_every_source():
-    fig = plots.plot_predicted_vs_measured({"sizes": _predicted(1e-3, H100_META), "waves": None,
+    fig = book.gemm.plot_predicted_vs_measured({"sizes": _predicted(1e-3, H100_META), "waves": None,
                                             "small N": _predicted(1e-5, CPU_META)})
     title = _heading(fig)
     assert f"sizes: {RECORDED}" in title and "small N: live on AMD EPYC 7B13, 2026-11-22" in title
     assert "waves" not in title
 
-    same = _heading(plots.plot_predicted_vs_measured({"sizes": _predicted(1e-3, H100_META),
+    same = _heading(book.gemm.plot_predicted_vs_measured({"sizes": _predicted(1e-3, H100_META),
                                                       "waves": _predicted(1e-4, H100_META)}))
     assert same.count("recorded on") == 1 and "sizes:" not in same
 
 
 def test_predicted_vs_measured_source_of_hand_built_frames():
     with pytest.raises(ValueError, match=r"sources\['a'\]"):
-        plots.plot_predicted_vs_measured({"a": _predicted(1.0, None)})
-    fig = plots.plot_predicted_vs_measured({"a": _predicted(1.0, None)}, sources={"a": RECORDED})
+        book.gemm.plot_predicted_vs_measured({"a": _predicted(1.0, None)})
+    fig = book.gemm.plot_predicted_vs_measured({"a": _predicted(1.0, None)}, sources={"a": RECORDED})
     assert RECORDED in _heading(fig)
     with pytest.raises(ValueError, match="contradicts"):
-        plots.plot_predicted_vs_measured({"a": _predicted(1.0, CPU_META)}, sources={"a": RECORDED})
+        book.gemm.plot_predicted_vs_measured({"a": _predicted(1.0, CPU_META)}, sources={"a": RECORDED})
 
 
 def test_no_model_figure_names_the_parts_without_data(capsys):
     unpredicted = _with_meta(pd.DataFrame({"time_s": [1.0]}), H100_META)
-    out = note_of(plots.plot_predicted_vs_measured({"sizes": None, "waves": unpredicted}))
+    out = note_of(book.gemm.plot_predicted_vs_measured({"sizes": None, "waves": unpredicted}))
     assert out.startswith("Nothing to draw:") and "no data for sizes" in out and "no predictions in waves" in out
 
 
 def test_wave_model_figure():
-    fig = plots.plot_wave_model(8, max_waves=2)
+    fig = book.background.plot_wave_model(8, max_waves=2)
     assert "8 SMs" in _heading(fig) and "model of" in _heading(fig)
     h100 = device_spec("H100-SXM")
-    assert str(modelled(h100)) in _heading(plots.plot_wave_model(h100.sms, source=modelled(h100)))
+    assert str(modelled(h100)) in _heading(book.background.plot_wave_model(h100.sms, source=modelled(h100)))
     with pytest.raises(ValueError, match="sms"):
-        plots.plot_wave_model(0)
+        book.background.plot_wave_model(0)
 
 
 def test_samples_histogram_counts_every_sample_and_names_its_source():
     from perfkit.measurement import Measurement
 
     m = Measurement(samples=[1e-3, 1.1e-3, 1.2e-3, 5e-3], label="gemm", device="CPU (x86_64, 2 cores)")
-    fig = plots.plot_samples(m)
+    fig = book.timing.plot_samples(m)
     ax = fig.axes[0]
     assert sum(p.get_height() for p in ax.patches) == m.n
     assert "gemm: spread of the samples" in ax.get_title() and "live on CPU (x86_64, 2 cores)" in ax.get_title()
     assert isinstance(ax.xaxis.get_major_formatter(), EngFormatter)
-    assert "recorded on X" in plots.plot_samples(m, source="recorded on X").axes[0].get_title()
+    assert "recorded on X" in book.timing.plot_samples(m, source="recorded on X").axes[0].get_title()
     with pytest.raises(TypeError, match="Measurement"):
-        plots.plot_samples([1e-3])
+        book.timing.plot_samples([1e-3])
     plt.close("all")

@@ -17,11 +17,11 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import perfkit as pk  # noqa: E402
-from perfkit.experiments import REGISTRY  # noqa: E402
-from perfkit.experiments import common  # noqa: E402
-from perfkit.experiments import fusion as fu  # noqa: E402
+from perfkit.book.registry import REGISTRY  # noqa: E402
+from perfkit.book import measure as common  # noqa: E402
+from perfkit.book.memory_limited import fusion as fu  # noqa: E402
 from perfkit.measurement import Measurement  # noqa: E402
-from perfkit.plots import fusion as plots  # noqa: E402
+from perfkit.book.memory_limited import fusion_figures as plots  # noqa: E402
 from perfkit.provenance import missing, modelled  # noqa: E402
 from figure_helpers import note_of
 

@@ -1,4 +1,4 @@
-"""perfkit.experiments.gemm_published and its figures: published modern GEMMs against the model.
+"""perfkit.book.gemm.published and its figures: published modern GEMMs against the model.
 
 The analysis functions are checked on small synthetic frames (what they compute); the tests that
 read the real published tables skip, saying how to get them, where the folder is absent. No test
@@ -12,9 +12,9 @@ import pytest
 import perfkit as pk
 from perfkit.ceilings import TF32_FIT
 from perfkit.display import Note
-from perfkit.experiments import gemm_published as gp
-from perfkit.plots import gemm as plots
-from perfkit.plots._common import BookFigure
+from perfkit.book.gemm import published as gp
+from perfkit.book.gemm import figures as plots
+from perfkit.book.figures import BookFigure
 from perfkit.published_data import HOW_TO_GET, has_published
 
 H100 = pk.device_spec("H100-SXM")

@@ -44,7 +44,7 @@ def test_quick_recordings_are_physically_possible(name, tmp_path):
 
 def test_gemm_prediction_is_never_faster_than_measured_by_much():
     # The model is a floor-based estimate: a measurement far below it would mean a wrong peak.
-    from perfkit.experiments.gemm import measure_gemm
+    from perfkit.book.gemm.experiments import measure_gemm
 
     spec = pk.current_device()
     for M in (2048, 8192):

@@ -19,8 +19,10 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import perfkit as pk  # noqa: E402
-from perfkit import plots  # noqa: E402
-from perfkit.experiments import REGISTRY, common, memory  # noqa: E402
+from perfkit import book  # noqa: E402
+from perfkit.book.registry import REGISTRY
+from perfkit.book import measure as common
+from perfkit.book.memory_limited import experiments as memory  # noqa: E402
 from perfkit.measurement import Measurement  # noqa: E402
 from perfkit.provenance import modelled  # noqa: E402
 from figure_helpers import note_of
@@ -301,23 +303,23 @@ def test_predicted_activations_is_the_model_alone():
 def test_figures_are_captioned_with_their_sources(short_bench):
     acts = memory.activation_sizes(device="cpu", ops=("relu",), elements=[256, 65536], progress=False)
     fits = memory.bandwidth_fit(acts, ["op", "pass"], proportional_at=1.5)
-    fig = plots.plot_activation_sizes(acts, fits=fits, ceiling=1e10, ceiling_source="this CPU's copy")
+    fig = book.memory_limited.plot_activation_sizes(acts, fits=fits, ceiling=1e10, ceiling_source="this CPU's copy")
     title = fig._suptitle.get_text()
     assert "live on CPU" in title and "copy ceiling: this CPU's copy" in title
     with pytest.raises(ValueError, match="ceiling_source"):
-        plots.plot_activation_sizes(acts, ceiling=1e10)
+        book.memory_limited.plot_activation_sizes(acts, ceiling=1e10)
     h100 = pk.device_spec("H100-SXM")
-    model = plots.plot_activation_sizes(memory.predicted_activations(h100), modelled(h100))
+    model = book.memory_limited.plot_activation_sizes(memory.predicted_activations(h100), modelled(h100))
     assert "model of H100-SXM" in model._suptitle.get_text() and "model only" in model._suptitle.get_text()
-    bn = plots.plot_batchnorm_sizes(memory.batchnorm_sizes(device="cpu", shapes=[(2, 4, 4, 4), (4, 4, 8, 8)],
+    bn = book.memory_limited.plot_batchnorm_sizes(memory.batchnorm_sizes(device="cpu", shapes=[(2, 4, 4, 4), (4, 4, 8, 8)],
                                                            progress=False))
     assert "live on CPU" in bn._suptitle.get_text() and len(bn.axes) == 4
-    pools = plots.plot_pool_sizes(memory.pool_sizes(device="cpu", shapes=[(1, 2, 8, 8)], kinds=("avg",),
+    pools = book.memory_limited.plot_pool_sizes(memory.pool_sizes(device="cpu", shapes=[(1, 2, 8, 8)], kinds=("avg",),
                                                     progress=False))
     assert "Pooling" in pools._suptitle.get_text()
 
 
-@pytest.mark.parametrize("plot", [plots.plot_activation_sizes, plots.plot_batchnorm_sizes, plots.plot_pool_sizes])
+@pytest.mark.parametrize("plot", [book.memory_limited.plot_activation_sizes, book.memory_limited.plot_batchnorm_sizes, book.memory_limited.plot_pool_sizes])
 def test_no_data_prints_one_line(plot, capsys):
     assert note_of(plot(None, pk.provenance.missing("no recording yet"))) == "No recording yet: No recording yet"
     assert capsys.readouterr().out == ""

@@ -1,5 +1,5 @@
-"""Published memory-bound measurements against the byte model (perfkit.experiments.memory_published,
-perfkit.experiments.timing_published), their figures, and the byte model's kinds they need
+"""Published memory-bound measurements against the byte model (perfkit.book.memory_limited.published,
+perfkit.book.timing.published), their figures, and the byte model's kinds they need
 (rmsnorm, cast, a layer norm that reads its rows twice).
 
 The analysis is checked on hand-made frames whose "measured" times are the model's own (known
@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 
 import perfkit as pk
-from perfkit.experiments import memory_published as mp
-from perfkit.experiments import timing_published as tp
-from perfkit.plots._common import BookFigure
+from perfkit.book.memory_limited import published as mp
+from perfkit.book.timing import published as tp
+from perfkit.book.figures import BookFigure
 from figure_helpers import note_of
 
 H100, A100, H200 = (pk.device_spec(n) for n in ("H100-SXM", "A100-SXM4-80GB", "H200"))
@@ -247,10 +247,10 @@ def test_figures_draw_published_model_and_nothing():
     fwd = mp.liger_forward(frame)
     model = mp.liger_forward(None, model=H100)
     small = tp.small_kernel_sweep(_small())
-    cases = [(pk.plots.plot_published_time_vs_bytes, fwd, model),
-             (pk.plots.plot_fusion_published, mp.fusion_pairs(fwd), mp.fusion_pairs(model)),
-             (pk.plots.plot_bandwidth_vs_occupancy, None, mp.stream_occupancy(None, model=True)),
-             (pk.plots.plot_small_kernels, small.assign(device="H200"), tp.predicted_small_kernels(H200))]
+    cases = [(pk.book.memory_limited.plot_published_time_vs_bytes, fwd, model),
+             (pk.book.memory_limited.plot_fusion_published, mp.fusion_pairs(fwd), mp.fusion_pairs(model)),
+             (pk.book.memory_limited.plot_bandwidth_vs_occupancy, None, mp.stream_occupancy(None, model=True)),
+             (pk.book.timing.plot_small_kernels, small.assign(device="H200"), tp.predicted_small_kernels(H200))]
     for plot, measured, predicted in cases:
         if measured is not None:
             fig = plot(measured, None if pk.source_of(measured) else "published by a test, measured on H200 (2026)")
@@ -263,12 +263,12 @@ def test_figures_draw_published_model_and_nothing():
     bare = mp.fusion_pairs(fwd)
     bare.attrs = {}
     with pytest.raises(ValueError, match="model_of"):
-        pk.plots.plot_fusion_published(bare)
+        pk.book.memory_limited.plot_fusion_published(bare)
 
 
 def test_figures_of_the_published_tables():
     liger = _needs("liger_memory_bound")
-    fig = pk.plots.plot_published_time_vs_bytes(mp.liger_forward(liger))
+    fig = pk.book.memory_limited.plot_published_time_vs_bytes(mp.liger_forward(liger))
     assert "Liger-Kernel" in fig._suptitle.get_text() and "do_bench" in fig._suptitle.get_text()
     assert [ax.get_title() for ax in fig.axes[:2]] == ["H100-SXM", "A100-SXM4-80GB"]  # fastest memory first
     assert math.isclose(fig.axes[2].get_ylim()[1], 1.1 * H100.mem_bandwidth / 1e9)

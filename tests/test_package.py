@@ -78,7 +78,7 @@ def test_sdist_and_wheel_contents(dist):
         assert needed in names, f"the sdist lacks {needed}"
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
-    for needed in ["perfkit/__init__.py", "perfkit/exercises/gemm.py", "perfkit/interactive/_figure.py",
+    for needed in ["perfkit/__init__.py", "perfkit/book/gemm/problems.py", "perfkit/book/interactive.py",
                    *(f"perfkit/_data/{f}" for f in _data_files())]:
         assert needed in names, f"the wheel lacks {needed}"
     assert not [n for n in names if n.startswith(("tests/", "chapters/", "data/"))], "the wheel carries non-package files"
@@ -101,7 +101,7 @@ def test_wheel_installs_and_works_in_a_clean_venv(dist, tmp_path):
                           capture_output=True, text=True, check=True).stdout.strip()
     (Path(site) / "borrowed_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     script = f"""
-import perfkit as pk, perfkit.exercises, perfkit.interactive
+import perfkit as pk, perfkit.book.problems, perfkit.book.interactive
 from pathlib import Path
 assert Path(pk.__file__).resolve().is_relative_to(Path({str(venv)!r}).resolve()), pk.__file__
 assert pk.__version__ == {perfkit.__version__!r}
@@ -114,7 +114,7 @@ except pk.published_data.PublishedDataMissing as e:
     assert "PERFKIT_PUBLISHED" in str(e) and "perfkit published fetch" in str(e), e
 else:
     raise AssertionError("the wheel found published data")
-assert pk.exercises.check("gemm-1", pk.exercises.answer("gemm-1"))
+assert pk.book.problems.check("gemm-1", pk.book.problems.answer("gemm-1"))
 print("ok", pk.__version__, pk.__file__)
 """
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PERFKIT_DATA", "PERFKIT_PUBLISHED")}

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import perfkit as pk
-from perfkit.experiments import REGISTRY, register
+from perfkit.book.registry import REGISTRY, register
 from perfkit.calibration import recorded_ceilings
 from perfkit.provenance import Source, caption, from_meta, live, missing, modelled, run_or_load, source_of
 

@@ -1,6 +1,6 @@
 """What every chapter gives its reader: problems with folded solutions and a self-check
-(perfkit.exercises), interactive figures that move without a kernel (perfkit.interactive), the
-book-wide verdict table (perfkit.verdict.book), and code that fits the page.
+(perfkit.book.problems), interactive figures that move without a kernel (perfkit.interactive), the
+book-wide verdict table (perfkit.book.scorecard), and code that fits the page.
 
 Chapter-specific checks live in tests/test_reader_<chapter>.py.
 """
@@ -8,6 +8,7 @@ Chapter-specific checks live in tests/test_reader_<chapter>.py.
 from __future__ import annotations
 
 import json
+import importlib
 import re
 from pathlib import Path
 
@@ -15,8 +16,8 @@ import pandas as pd
 import pytest
 
 import perfkit as pk
-from perfkit import exercises
-from perfkit.exercises import Check, Exercise
+from perfkit.book import problems as exercises
+from perfkit.book.problems import Check, Exercise
 
 REPO = Path(__file__).resolve().parent.parent
 CHAPTERS = sorted(p.stem for p in (REPO / "chapters").glob("*.md"))
@@ -165,7 +166,7 @@ def test_exercise_table_hides_answers():
     assert len(table) == len(ALL)
 
 
-_CHECK = re.compile(r'pk\.exercises\.check\("([a-z]+-\d+)", None\)')
+_CHECK = re.compile(r'problems\.check\("([a-z]+-\d+)", None\)')
 _SOLUTION = re.compile(r"^:::\{dropdown\} Solution\s*$(.*?)^:::\s*$", re.S | re.M)
 
 
@@ -190,30 +191,34 @@ def test_problems_have_folded_solutions_with_the_computed_answer(chapter):
 # Interactive figures
 
 
-def _figures():
-    from perfkit import interactive
+def _interactive_modules() -> dict:
+    """Chapter file → its folder's interactive module (``perfkit.book.<folder>.interactive``)."""
+    from perfkit.book import CHAPTERS as FOLDERS
 
-    return [(chapter, name, build) for chapter, module in interactive.CHAPTERS.items()
+    return {stem: importlib.import_module(f"perfkit.book.{folder}.interactive") for folder, stem in FOLDERS.items()}
+
+
+def _figures():
+    return [(chapter, name, build) for chapter, module in _interactive_modules().items()
             for name, build in module.FIGURES.items()]
 
 
 def test_every_chapter_has_an_interactive_figure():
-    from perfkit import interactive
-
-    assert set(interactive.CHAPTERS) == set(CHAPTERS)
-    empty = [c for c, m in interactive.CHAPTERS.items() if not m.FIGURES]
+    modules = _interactive_modules()
+    assert set(modules) == set(CHAPTERS)
+    empty = [c for c, m in modules.items() if not m.FIGURES]
     assert not empty, f"chapters without an interactive figure: {empty}"
-    for chapter, module in interactive.CHAPTERS.items():
-        calls = re.findall(r"pk\.interactive\.(\w+)\.(\w+)\(", _source(chapter))
-        assert calls, f"chapters/{chapter}.md shows no interactive figure (pk.interactive.<module>.<fn>(...))"
-        for mod, fn in calls:
-            assert getattr(pk.interactive, mod, None) is module and hasattr(module, fn), (chapter, mod, fn)
+    for chapter, module in modules.items():
+        calls = re.findall(r"(\w+)\.interactive\.(\w+)\(", _source(chapter))
+        assert calls, f"chapters/{chapter}.md shows no interactive figure (<its folder>.interactive.<fn>(...))"
+        for _, fn in calls:
+            assert hasattr(module, fn), (chapter, fn)
 
 
 @pytest.mark.parametrize("chapter,name,build", _figures(), ids=[f"{c}:{n}" for c, n, _ in _figures()])
 def test_interactive_figure(chapter, name, build):
-    from perfkit.interactive import InteractiveFigure, PLOTLY_JS_URL
-    from perfkit.interactive._figure import MAX_HTML_BYTES, html_bytes
+    from perfkit.book.interactive import InteractiveFigure, PLOTLY_JS_URL
+    from perfkit.book.interactive import MAX_HTML_BYTES, html_bytes
 
     fig = build()
     assert isinstance(fig, InteractiveFigure)
@@ -235,7 +240,7 @@ def test_interactive_figure(chapter, name, build):
 def test_figure_wrapper_refuses_bad_input():
     import plotly.graph_objects as go
 
-    from perfkit.interactive import InteractiveFigure, State, with_slider
+    from perfkit.book.interactive import InteractiveFigure, State, with_slider
 
     with pytest.raises(TypeError, match="figure"):
         InteractiveFigure({"data": []}, "a long enough description here", "x")
@@ -256,7 +261,7 @@ def test_figure_wrapper_refuses_bad_input():
 
 
 def test_rounded_keeps_the_page_small():
-    from perfkit.interactive import rounded
+    from perfkit.book.interactive import rounded
 
     assert rounded([1234567.0, 0.000123456, float("nan"), None, "x", 0]) == [1234600.0, 0.00012346, None,
                                                                             None, "x", 0.0]
@@ -267,7 +272,7 @@ def test_rounded_keeps_the_page_small():
 
 
 def test_book_verdict_table():
-    table = pk.verdict.book_table()
+    table = pk.book.scorecard.book_table()
     assert list(table.columns) == ["chapter", "title", "rule", "source", "claim", "then", "now", "unit",
                                    "verdict", "where", "evidence", "now_from"]
     assert set(table["unit"]) <= {"×", "%", "MB"}  # one unit per row, named in its own column
@@ -275,13 +280,13 @@ def test_book_verdict_table():
     assert numbers.str.fullmatch(r"[\d.,]+").all(), f"then/now carry no unit of their own: {list(numbers)}"
     assert set(table["chapter"]) == {"02_gemm", "03_fully_connected", "04_recurrent", "05_convolutions",
                                      "06_memory_limited"}
-    assert set(table["verdict"]) <= set(pk.verdict.VERDICTS)
+    assert set(table["verdict"]) <= set(pk.book.verdict.VERDICTS)
     assert set(table["evidence"]) <= {"measured", "published", "model"}, "no rule is left without evidence"
     # "now" is a dash exactly where nothing rests under it; a prediction says so in its verdict.
     assert ((table["now"] == "—") == (table["verdict"] == "no data yet")).all()
     assert (table["verdict"].str.startswith("predicted: ") == (table["evidence"] == "model")).all()
     assert (table["now_from"] != "").all()
-    html = pk.verdict.book_table_html(table)
+    html = pk.book.scorecard.book_table_html(table)
     for chapter in table["chapter"].unique():
         assert f'href="chapters/{chapter}.html#verdict"' in html
     assert html.count('<tr class="evidence-') == len(table) and html.count("<tr>") == 1  # the header
@@ -289,14 +294,14 @@ def test_book_verdict_table():
     for kind in set(table["evidence"]):
         assert f'<tr class="evidence-{kind}">' in html
     with pytest.raises(ValueError, match="columns"):
-        pk.verdict.book_table_html(pd.DataFrame({"rule": ["x"]}))
+        pk.book.scorecard.book_table_html(pd.DataFrame({"rule": ["x"]}))
 
 
 def test_book_summary_counts_by_evidence():
-    table = pk.verdict.book_table()
+    table = pk.book.scorecard.book_table()
     n = len(table)
     counts = table["evidence"].value_counts()
-    text = pk.verdict.book_summary(table)
+    text = pk.book.scorecard.book_summary(table)
     assert text.startswith(f"{n} rules across 5 chapters: {counts.get('measured', 0)} measured on our GPUs, "
                            f"{counts.get('published', 0)} published (")
     assert f"{counts.get('model', 0)} predicted by the model" in text
@@ -304,11 +309,11 @@ def test_book_summary_counts_by_evidence():
     assert f"{then} also have a “then” from 2015–2019" in text
     ours = table.assign(now=["1.50"] + ["—"] * (n - 1), verdict=["holds"] + ["no data yet"] * (n - 1),
                         evidence=["measured"] + [""] * (n - 1), now_from=["ours, recorded on H100-SXM on 2026-01-01"] + [""] * (n - 1))
-    text = pk.verdict.book_summary(ours)
+    text = pk.book.scorecard.book_summary(ours)
     assert "1 measured on our GPUs, 0 published (none), 0 predicted by the model" in text
     assert f"{n - 1} with no evidence yet" in text and "measured or published, 1 hold, 0 weaker, 0 gone" in text
     with pytest.raises(ValueError, match="columns"):
-        pk.verdict.book_summary(pd.DataFrame({"rule": ["x"]}))
+        pk.book.scorecard.book_summary(pd.DataFrame({"rule": ["x"]}))
 
 
 # --------------------------------------------------------------------------------------------
@@ -318,7 +323,7 @@ def test_book_summary_counts_by_evidence():
 def test_a_noisy_sweep_prints_a_note_not_a_warning(capsys, recwarn):
     import warnings
 
-    from perfkit.experiments.common import sweep
+    from perfkit.book.measure import sweep
     from perfkit.timing import NoiseWarning
 
     def measure(i):  # a point may time several things: it counts once

@@ -9,10 +9,10 @@ import torch
 
 import perfkit as pk
 from perfkit.advisor import RULES
-from perfkit.exercises import advisor as problems
-from perfkit.interactive import advisor as interactive
-from perfkit.interactive._figure import MAX_HTML_BYTES, figure_json, html_bytes
-from perfkit.plots.advisor import KINDS, op_kind
+from perfkit.book.check_your_model import problems as problems
+from perfkit.book.check_your_model import interactive as interactive
+from perfkit.book.interactive import MAX_HTML_BYTES, figure_json, html_bytes
+from perfkit.book.check_your_model.figures import KINDS, op_kind
 
 
 def _advise(build, shape, dtype=torch.long, **kwargs):
@@ -113,42 +113,42 @@ def test_bad_input_is_refused(advices):
 def test_the_chapters_problems_in_order():
     assert [ex.id for ex in problems.EXERCISES] == ["advisor-1", "advisor-2", "advisor-3", "advisor-4"]
     for ex in problems.EXERCISES:
-        assert pk.exercises.check(ex.id, ex.answer()).status == "right"
-        assert pk.exercises.check(ex.id, None).status == "unanswered"
+        assert pk.book.problems.check(ex.id, ex.answer()).status == "right"
+        assert pk.book.problems.check(ex.id, None).status == "unanswered"
 
 
 def test_problem_1_counts_the_linear_layers_the_token_finding_names():
     advice = _advise(pk.zoo.gpt2_small, (7, 1023), rules=["alignment"])
     token = advice.findings.query("rule == 'alignment' and layer == ''").iloc[0]
-    n = pk.exercises.answer("advisor-1")
+    n = pk.book.problems.answer("advisor-1")
     assert f"in {n} linear layers" in token.message and "7161 tokens" in token.message
-    assert "wrong" == pk.exercises.check("advisor-1", n + 1).status
-    assert "lm_head" in pk.exercises.check("advisor-1", n - 1).message
-    assert "batch × sequence" in pk.exercises.check("advisor-1", 0).message
+    assert "wrong" == pk.book.problems.check("advisor-1", n + 1).status
+    assert "lm_head" in pk.book.problems.check("advisor-1", n - 1).message
+    assert "batch × sequence" in pk.book.problems.check("advisor-1", 0).message
 
 
 def test_problem_2_is_where_the_mlps_small_batch_finding_stops():
-    star = pk.exercises.answer("advisor-2")
+    star = pk.book.problems.answer("advisor-2")
     for tokens, fires in ((star - 1, True), (star, False)):
         advice = _advise(lambda: pk.zoo.gpt2_small(layers=1), (1, tokens), rules=["small_batch"])
         assert ("blocks.0.mlp.fc" in set(advice.findings["layer"])) is fires, tokens
-    assert "V100" in pk.exercises.check("advisor-2", 180).message
-    assert "output projection" in pk.exercises.check("advisor-2", 1280).message
-    assert pk.exercises.check("advisor-2", round(star * 1.03)).status == "close"
+    assert "V100" in pk.book.problems.check("advisor-2", 180).message
+    assert "output projection" in pk.book.problems.check("advisor-2", 1280).message
+    assert pk.book.problems.check("advisor-2", round(star * 1.03)).status == "close"
 
 
 def test_problem_3_is_where_the_lstms_small_batch_finding_stops():
-    star = pk.exercises.answer("advisor-3")
+    star = pk.book.problems.answer("advisor-3")
     assert 256 < star <= 512
     for batch, fires in ((star - 1, True), (star, False)):
         advice = _advise(lambda: pk.zoo.lstm_lm(layers=1), (batch, 3), rules=["small_batch"])
         assert ("lstm" in set(advice.findings["layer"])) is fires, batch
-    assert "four gates" in pk.exercises.check("advisor-3", 722).message
-    assert "rnn_sizes" in pk.exercises.check("advisor-3", 24).message
+    assert "four gates" in pk.book.problems.check("advisor-3", 722).message
+    assert "rnn_sizes" in pk.book.problems.check("advisor-3", 24).message
 
 
 def test_problem_4_attention_grows_and_the_linear_layers_do_not():
-    growth = pk.exercises.answer("advisor-4")
+    growth = pk.book.problems.answer("advisor-4")
     assert 3.5 < growth < 4.0  # four times the FLOPs, less than four times the fixed costs
     full = {}
     for shape in ((4, 2048), (1, 8192)):  # the whole 32-layer model: the same factor
@@ -156,14 +156,14 @@ def test_problem_4_attention_grows_and_the_linear_layers_do_not():
         full[shape] = {op: layers.loc[layers["op"] == op, "predicted_s"].sum() for op in ("attention", "linear")}
     assert math.isclose(full[(1, 8192)]["attention"] / full[(4, 2048)]["attention"], growth, rel_tol=1e-9)
     assert math.isclose(full[(1, 8192)]["linear"], full[(4, 2048)]["linear"], rel_tol=1e-12)
-    assert "4 sequences became 1" in pk.exercises.check("advisor-4", 16).message
-    assert "same" in pk.exercises.check("advisor-4", 1).message
-    assert pk.exercises.check("advisor-4", 4).status == "close"
+    assert "4 sequences became 1" in pk.book.problems.check("advisor-4", 16).message
+    assert "same" in pk.book.problems.check("advisor-4", 1).message
+    assert pk.book.problems.check("advisor-4", 4).status == "close"
 
 
 # ------------------------------------------------------------------------------ the chapter's tables
 def test_rule_summary_is_by_rule_in_seconds_and_none_in_none_out(advices):
-    from perfkit.experiments.advisor import rule_summary
+    from perfkit.book.check_your_model.experiments import rule_summary
 
     assert rule_summary(None) is None
     resnet = advices["ResNet-50"]
@@ -181,7 +181,7 @@ def test_rule_summary_is_by_rule_in_seconds_and_none_in_none_out(advices):
 
 
 def test_largest_savings_names_each_models_top_rule(advices):
-    from perfkit.experiments.advisor import largest_savings
+    from perfkit.book.check_your_model.experiments import largest_savings
 
     assert largest_savings(None) is None and largest_savings({}) is None
     t = largest_savings(advices).set_index("model")
@@ -194,7 +194,7 @@ def test_largest_savings_names_each_models_top_rule(advices):
 
 
 def test_finding_savings_with_and_without_measurements(advices):
-    from perfkit.experiments.advisor import finding_savings
+    from perfkit.book.check_your_model.experiments import finding_savings
 
     assert finding_savings(None) is None
     lstm = advices["LSTM LM"]
@@ -216,16 +216,16 @@ def test_finding_savings_with_and_without_measurements(advices):
 def test_the_cpu_stand_in_is_the_experiment_on_the_cpu_labelled_by_its_own_metadata():
     """Chapter 7 draws ``advisor_fixes(device="cpu")`` where the GPU recording is missing: the
     frame says itself that it was measured live on this CPU, in float32, and the figure says so."""
-    from perfkit.experiments import advisor as experiments
+    from perfkit.book.check_your_model import experiments as experiments
 
     frame = experiments.advisor_fixes(models=["lstm_lm"], device="cpu", progress=False)
     source = pk.source_of(frame)
     assert source.kind == "live" and pk.current_device().label in str(source)
     assert len(frame) and set(frame["dtype"]) == {"float32"} and set(frame["model"]) == {"lstm_lm"}
-    fig = pk.plots.plot_fix_savings(frame)  # no source: the frame's own label
+    fig = pk.book.check_your_model.plot_fix_savings(frame)  # no source: the frame's own label
     assert not isinstance(fig, pk.Note)
     heading = " ".join(" ".join([fig._suptitle.get_text() if fig._suptitle else ""]
                                 + [ax.get_title() for ax in fig.axes]).split())
     assert str(source) in heading
     with pytest.raises(ValueError, match="contradicts"):
-        pk.plots.plot_fix_savings(frame, pk.provenance.missing("no GPU"))
+        pk.book.check_your_model.plot_fix_savings(frame, pk.provenance.missing("no GPU"))

@@ -15,9 +15,9 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 import perfkit as pk  # noqa: E402
-from perfkit import exercises  # noqa: E402
-from perfkit.interactive import background  # noqa: E402
-from perfkit.interactive._figure import MAX_HTML_BYTES, html_bytes  # noqa: E402
+from perfkit.book import problems as exercises  # noqa: E402
+from perfkit.book.background import interactive as background  # noqa: E402
+from perfkit.book.interactive import MAX_HTML_BYTES, html_bytes  # noqa: E402
 from perfkit.provenance import modelled  # noqa: E402
 from perfkit.units import TERA, format_time  # noqa: E402
 from figure_helpers import steps as _steps  # noqa: E402
@@ -217,7 +217,7 @@ def test_background_exercise_answers_in_the_chapter():
     problems = text[text.index("\n## Problems"):]
     assert text.index("## What to take away") < text.index("\n## Problems")
     for ex in exercises.all_exercises("01_background"):
-        assert f'pk.exercises.check("{ex.id}", None)' in problems
+        assert f'problems.check("{ex.id}", None)' in problems
         assert f"**{ex.answer_text()}**" in problems
 
 
@@ -226,7 +226,7 @@ def test_background_exercise_answers_in_the_chapter():
 
 
 def test_per_wave_none_in_none_out():
-    from perfkit.experiments.background import per_wave
+    from perfkit.book.background.experiments import per_wave
 
     assert per_wave(None) is None
     assert per_wave(pd.DataFrame(columns=["waves", "time_s"])) is None
@@ -234,7 +234,7 @@ def test_per_wave_none_in_none_out():
 
 
 def test_per_wave_medians_and_steps_in_one_wave_times():
-    from perfkit.experiments.background import per_wave
+    from perfkit.book.background.experiments import per_wave
 
     frame = pd.DataFrame({"waves": [1, 1, 1, 2, 2, 3],
                           "time_s": [10e-6, 11e-6, 12e-6, 21e-6, 23e-6, 33e-6]})

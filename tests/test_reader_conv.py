@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 import perfkit as pk
-from perfkit.experiments.conv_analysis import DB_COLUMNS, conv_flops, conv_shape
-from perfkit.interactive import conv as ic
-from perfkit.interactive._figure import MAX_HTML_BYTES, html_bytes
-from perfkit.verdict import conv as vc
+from perfkit.book.convolutions.analysis import DB_COLUMNS, conv_flops, conv_shape
+from perfkit.book.convolutions import interactive as ic
+from perfkit.book.interactive import MAX_HTML_BYTES, html_bytes
+from perfkit.book.convolutions import verdict as vc
 
 H100, V100 = pk.device_spec("H100-SXM"), pk.device_spec("V100-SXM2")
 CHAPTER = Path(__file__).resolve().parent.parent / "chapters" / "05_convolutions.md"
@@ -44,7 +44,7 @@ def _title(figure) -> str:
 @pytest.mark.parametrize("name", list(ic.FIGURES))
 def test_every_figure_builds_small_with_alt_text(name):
     figure = ic.FIGURES[name]()
-    assert isinstance(figure, pk.interactive.InteractiveFigure)
+    assert isinstance(figure, pk.book.interactive.InteractiveFigure)
     assert html_bytes(figure) < MAX_HTML_BYTES
     assert 2 <= len(figure.states) <= 60
     assert len(figure.alt) > 80 and figure.name.startswith("conv-")
@@ -135,7 +135,7 @@ def test_deepbench_figure_sets_published_times_beside_the_model():
         rows = published[(published[DB_COLUMNS] == list(t)).all(axis=1)]
         args = fig.layout.updatemenus[0].buttons[k].args
         np.testing.assert_allclose(args[0]["y"][0][0], rows["time_s"].min(), rtol=1e-4)
-        s = pk.experiments.conv.db_shape(t)
+        s = pk.book.convolutions.experiments.db_shape(t)
         gemms = pk.conv_gemms(s["N"], s["C"], s["H"], s["W"], s["K"], s["R"], s["S"], s["stride"], s["padding"])
         for trace, spec in ((1, V100), (2, H100)):
             expected = [pk.explain_gemm(*gemms[p], "float16", spec).predicted_s for p in ("forward", "dgrad", "wgrad")]
@@ -181,39 +181,39 @@ WRONG = {"conv-1": 100352 * 3, "conv-2": 1.0, "conv-3": 129, "conv-4": 5.0, "con
 
 
 def test_exercise_ids_and_answers():
-    assert [ex.id for ex in pk.exercises.all_exercises("05_convolutions")] == IDS
-    assert pk.exercises.answer("conv-1") == 32 * 56 * 56
-    assert pk.exercises.answer("conv-3") == 257
-    assert pk.exercises.get("conv-1").answer_text() == "100,352 rows"
+    assert [ex.id for ex in pk.book.problems.all_exercises("05_convolutions")] == IDS
+    assert pk.book.problems.answer("conv-1") == 32 * 56 * 56
+    assert pk.book.problems.answer("conv-3") == 257
+    assert pk.book.problems.get("conv-1").answer_text() == "100,352 rows"
 
 
 @pytest.mark.parametrize("exercise_id", IDS)
 def test_each_exercise_checks_right_wrong_and_its_slips(exercise_id):
-    ex = pk.exercises.get(exercise_id)
-    assert pk.exercises.check(exercise_id, ex.answer()).status == "right"
-    assert pk.exercises.check(exercise_id, None).status == "unanswered"
-    wrong = pk.exercises.check(exercise_id, WRONG[exercise_id])
+    ex = pk.book.problems.get(exercise_id)
+    assert pk.book.problems.check(exercise_id, ex.answer()).status == "right"
+    assert pk.book.problems.check(exercise_id, None).status == "unanswered"
+    wrong = pk.book.problems.check(exercise_id, WRONG[exercise_id])
     assert wrong.status == "wrong" and (not ex.hint or ex.hint in wrong.message)
     assert ex.mistakes, "every problem here names its typical slip"
     for solve, why in ex.mistakes:
         assert solve() != pytest.approx(ex.answer(), rel=ex.rel_tol or 1e-12)
-        verdict = pk.exercises.check(exercise_id, solve())
+        verdict = pk.book.problems.check(exercise_id, solve())
         assert verdict.status == "wrong" and why in verdict.message
 
 
 def test_numeric_answers_near_the_answer_are_close():
     for exercise_id in ("conv-2", "conv-4", "conv-5"):
-        assert pk.exercises.check(exercise_id, pk.exercises.answer(exercise_id) * 1.05).status == "close"
-    assert pk.exercises.check("conv-3", 258).status == "wrong"  # integers are exact
+        assert pk.book.problems.check(exercise_id, pk.book.problems.answer(exercise_id) * 1.05).status == "close"
+    assert pk.book.problems.check("conv-3", 258).status == "wrong"  # integers are exact
 
 
 def test_chapter_problems_match_the_module():
     text = CHAPTER.read_text()
     problems = text[text.index("## Problems"):]
-    assert re.findall(r'pk\.exercises\.check\("([^"]+)", None\)', problems) == IDS
+    assert re.findall(r'problems\.check\("([^"]+)", None\)', problems) == IDS
     for exercise_id, block in zip(IDS, re.split(r"\n### Problem \d+", problems)[1:]):
         solution = block[block.index(":::{dropdown} Solution"):]
-        assert pk.exercises.get(exercise_id).answer_text() in solution
+        assert pk.book.problems.get(exercise_id).answer_text() in solution
 
 
 # --- verdicts ------------------------------------------------------------------------------------------------
@@ -221,7 +221,7 @@ def test_chapter_problems_match_the_module():
 
 def test_findings_without_frames_are_no_data_yet():
     for frames in ({}, {name: None for name in (*vc.EXPERIMENTS, *vc.PUBLISHED)}):
-        table = pk.verdict.verdict_table(vc.findings(frames))
+        table = pk.book.verdict.verdict_table(vc.findings(frames))
         assert len(table) == 11
         assert (table["now"] == "—").all() and (table["then"] == "—").all()
         assert (table["verdict"] == "no data yet").all()
@@ -238,7 +238,7 @@ def test_frames_are_recorded_or_published_only():
     effects = vc.effects(frames)
     assert 0.6 < effects["agreement_then"] <= 1  # as §1 prints
     assert 1 < effects["batch_gain_then"] < 2 and effects["generation_then"] > 2  # as §5 and §6 print
-    table = pk.verdict.verdict_table(vc.findings(frames))
+    table = pk.book.verdict.verdict_table(vc.findings(frames))
     assert table.loc[0, "then"] != "—"
 
 
@@ -279,7 +279,7 @@ def test_findings_on_frames_with_known_effects():
     assert e["pad_cost"] == pytest.approx(1.5) and e["nhwc_gain"] == pytest.approx(2.0)
     assert e["bench_gain"] == pytest.approx(1.0) and e["batch_gain_now"] == pytest.approx(1.01)
     assert e["generation_now"] == pytest.approx(3.0)
-    table = pk.verdict.verdict_table(vc.findings(frames)).set_index("rule")
+    table = pk.book.verdict.verdict_table(vc.findings(frames)).set_index("rule")
     expected = {"A convolution is its implicit GEMMs": "weaker", "Channels divisible by 8 (FP16)": "holds",
                 "Channels divisible by 4 (TF32)": "holds", "Channels divisible by 64 or 256": "gone",
                 "Pad the first layer's 3 channels to 4": "holds", "… and 4 channels suffice": "holds",
@@ -295,17 +295,17 @@ def test_cpu_frames_are_never_now():
     frames = _synthetic()
     for name in vc.EXPERIMENTS:
         frames[name].attrs = {"meta": _meta("x86_64 CPU", "cpu")}
-    table = pk.verdict.verdict_table(vc.findings(frames))
+    table = pk.book.verdict.verdict_table(vc.findings(frames))
     assert (table["now"] == "—").all() and (table["verdict"] == "no data yet").all()
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # a tiny time budget: few samples per point
 def test_findings_on_the_experiments_cpu_runs_are_no_data_yet(short_bench):
-    from perfkit.experiments import conv
+    from perfkit.book.convolutions import experiments as conv
 
     frame = conv.conv_params(device="cpu", progress=False)
     assert frame.attrs["meta"]["device_kind"] == "cpu"
-    table = pk.verdict.verdict_table(vc.findings({"conv_params": frame}))
+    table = pk.book.verdict.verdict_table(vc.findings({"conv_params": frame}))
     assert table.set_index("rule").loc["Larger sizes: more efficient, not faster", "now"] == "—"
 
 
@@ -322,7 +322,7 @@ def test_findings_refuse_bad_input():
 
 
 def test_analyses_are_none_in_none_out():
-    conv = pk.experiments.conv
+    conv = pk.book.convolutions.experiments
     for fn in (conv.for_reader, conv.layout_payback, conv.channel_effects, conv.first_layer_effects,
                conv.layout_effects, conv.param_effects):
         assert fn(None) is None, fn.__name__
@@ -335,23 +335,23 @@ def test_analyses_are_none_in_none_out():
 def test_for_reader_names_columns_with_units():
     frame = pd.DataFrame({"layer": ["a", "b"], "time_s": [1e-3, 2e-6], "tflops": [10.0, 20.0],
                           "convert_share": [0.5, 0.25], "predicted_s": [1.0, 2.0]}, index=[7, 9])
-    out = pk.experiments.conv.for_reader(frame, seconds="µs")
+    out = pk.book.convolutions.experiments.for_reader(frame, seconds="µs")
     assert list(out.columns) == ["layer", "time (µs)", "TFLOP/s", "to NHWC ÷ conv (%)", "model (µs)"]
     assert list(out.index) == [0, 1]  # the index is dropped
     np.testing.assert_allclose(out["time (µs)"], [1000.0, 2.0])
     np.testing.assert_allclose(out["to NHWC ÷ conv (%)"], [50.0, 25.0])
     np.testing.assert_allclose(frame["time_s"], [1e-3, 2e-6])  # the frame itself is unchanged
-    assert list(pk.experiments.conv.for_reader(frame, ["tflops", "layer"]).columns) == ["TFLOP/s", "layer"]
-    kept = pk.experiments.conv.for_reader(frame, ["time_s", "predicted_s"], seconds={"time_s": "ms"})
+    assert list(pk.book.convolutions.experiments.for_reader(frame, ["tflops", "layer"]).columns) == ["TFLOP/s", "layer"]
+    kept = pk.book.convolutions.experiments.for_reader(frame, ["time_s", "predicted_s"], seconds={"time_s": "ms"})
     assert list(kept.columns) == ["time (ms)", "model (s)"]  # a column not named stays in seconds
     with pytest.raises(ValueError, match="lacks the columns"):
-        pk.experiments.conv.for_reader(frame, ["speedup"])
+        pk.book.convolutions.experiments.for_reader(frame, ["speedup"])
     with pytest.raises(ValueError, match="not shown"):
-        pk.experiments.conv.for_reader(frame, ["layer"], seconds={"time_s": "µs"})
+        pk.book.convolutions.experiments.for_reader(frame, ["layer"], seconds={"time_s": "µs"})
     with pytest.raises(ValueError, match="unit"):
-        pk.experiments.conv.for_reader(frame, seconds="minutes")
+        pk.book.convolutions.experiments.for_reader(frame, seconds="minutes")
     with pytest.raises(TypeError, match="DataFrame"):
-        pk.experiments.conv.for_reader([1, 2])
+        pk.book.convolutions.experiments.for_reader([1, 2])
 
 
 def test_layout_payback_counts_the_calls_that_repay_autotuning():
@@ -361,11 +361,11 @@ def test_layout_payback_counts_the_calls_that_repay_autotuning():
             for lay in ("NCHW", "NHWC") for flag in (False, True)]
     rows.append({"layer": "a", "op": "to channels_last", "layout": "NCHW", "cudnn_benchmark": False,
                  "time_s": 0.1, "first_call_s": 0.1})
-    out = pk.experiments.conv.layout_payback(pd.DataFrame(rows))
+    out = pk.book.convolutions.experiments.layout_payback(pd.DataFrame(rows))
     assert out.loc[0, "autotune_s"] == pytest.approx(6.0)
     assert out.loc[0, "repay_calls"] == pytest.approx(12.0)  # 6 s ÷ (2.0 − 1.5) s per call
     cpu = pd.DataFrame([r for r in rows if not r["cudnn_benchmark"]])
-    assert np.isnan(pk.experiments.conv.layout_payback(cpu).loc[0, "repay_calls"])  # no flag to compare
+    assert np.isnan(pk.book.convolutions.experiments.layout_payback(cpu).loc[0, "repay_calls"])  # no flag to compare
 
 
 @needs_deepbench

@@ -1,5 +1,5 @@
-"""Chapter 03_fully_connected for its reader: the batch explorer (perfkit.interactive.fc), the
-problems (perfkit.exercises.fc) and the verdicts (perfkit.verdict.fc)."""
+"""Chapter 03_fully_connected for its reader: the batch explorer (perfkit.book.fully_connected.interactive), the
+problems (perfkit.book.fully_connected.problems) and the verdicts (perfkit.book.fully_connected.verdict)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 
 import perfkit as pk
-import perfkit.verdict.fc as verdict_fc
-from perfkit import exercises
-from perfkit.experiments import fc as fc_exp
-from perfkit.experiments import fc_analysis
-from perfkit.interactive import fc
-from perfkit.interactive._figure import MAX_HTML_BYTES, figure_json, html_bytes
+import perfkit.book.fully_connected.verdict as verdict_fc
+from perfkit.book import problems as exercises
+from perfkit.book.fully_connected import experiments as fc_exp
+from perfkit.book.fully_connected import analysis as fc_analysis
+from perfkit.book.fully_connected import interactive as fc
+from perfkit.book.interactive import MAX_HTML_BYTES, figure_json, html_bytes
 
 V100, H100 = pk.device_spec("V100-SXM2"), pk.device_spec("H100-SXM")
 
@@ -340,7 +340,7 @@ def test_a_cpu_run_is_never_now():
 
 
 def test_the_vocabulary_figure_heading_fits():
-    fig = pk.plots.plot_vocab_padding(fc_exp.predicted_vocab(H100), pk.provenance.modelled(H100))
+    fig = pk.book.fully_connected.plot_vocab_padding(fc_exp.predicted_vocab(H100), pk.provenance.modelled(H100))
     lines = fig._suptitle.get_text().splitlines()
     assert len(lines) == 3 and lines[-1].startswith("model of H100-SXM")
 
@@ -404,7 +404,7 @@ def test_crossover_of_a_live_cpu_run_uses_this_cpu(short_bench):
 def test_frame_device_reads_the_metadata_like_the_verdicts():
     """fc_analysis finds a frame's device with perfkit.devices alone (experiments never import
     perfkit.verdict), and agrees with the verdicts' own lookup."""
-    from perfkit.verdict._frames import spec_of
+    from perfkit.book.frames import spec_of
 
     frames = [{"device": "H100-SXM", "device_name": "NVIDIA H100 80GB HBM3", "device_kind": "gpu"},
               {"device_name": "Tesla V100-SXM2-16GB", "device_kind": "gpu"},
@@ -436,13 +436,13 @@ def test_the_h100_crossover_figure_labels_published_points_and_the_model(capsys)
     rows.attrs["meta"] = {"device": "H100-SXM", "device_name": "H100", "published_by": "OpenXLA",
                           "published_date": "2025", "timing": "CUPTI kernel time: the median"}
     sweeps = fc_analysis.published_batch_sweeps(rows, layers=(4096,))
-    fig = pk.plots.plot_fc_crossover(sweeps, H100)
+    fig = pk.book.fully_connected.plot_fc_crossover(sweeps, H100)
     title = fig._suptitle.get_text()
     assert "published by OpenXLA" in title and "CUPTI kernel time" in title and "model of H100-SXM" in title
     assert [ax.get_title() for ax in fig.axes] == ["bfloat16", "tf32"]
-    model_only = pk.plots.plot_fc_crossover(None, H100, missing="how to get the data")
+    model_only = pk.book.fully_connected.plot_fc_crossover(None, H100, missing="how to get the data")
     assert "the model's prediction only" in model_only._suptitle.get_text()
     assert "published by" not in model_only._suptitle.get_text()
     assert "how to get the data" in capsys.readouterr().out
     with pytest.raises(TypeError, match="spec"):
-        pk.plots.plot_fc_crossover(sweeps, "H100")
+        pk.book.fully_connected.plot_fc_crossover(sweeps, "H100")

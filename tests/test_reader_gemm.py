@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 import perfkit as pk
-from perfkit import exercises
-from perfkit.interactive import gemm as igemm
-from perfkit.interactive._figure import MAX_HTML_BYTES, InteractiveFigure, html_bytes, rounded
-from perfkit.verdict import gemm as vgemm
+from perfkit.book import problems as exercises
+from perfkit.book.gemm import interactive as igemm
+from perfkit.book.interactive import MAX_HTML_BYTES, InteractiveFigure, html_bytes, rounded
+from perfkit.book.gemm import verdict as vgemm
 
 CHAPTER = Path(__file__).resolve().parent.parent / "chapters" / "02_gemm.md"
 H100 = pk.device_spec("H100-SXM")
@@ -203,7 +203,7 @@ def test_the_chapters_exercises_and_their_answers():
     assert exercises.answer("gemm-5") == pytest.approx(1.086, abs=0.001)
     text = CHAPTER.read_text()
     for ex_id in ids:
-        assert f'pk.exercises.check("{ex_id}", None)' in text
+        assert f'problems.check("{ex_id}", None)' in text
         assert exercises.get(ex_id).answer_text() in text
         assert exercises.check(ex_id, exercises.answer(ex_id)).status == "right"
         assert exercises.check(ex_id, None).status == "unanswered"
@@ -327,7 +327,7 @@ def test_quantization_effect_measures_the_share_of_a_step():
 @pytest.mark.published
 @pytest.mark.filterwarnings("ignore:.*samples")
 def test_a_cpu_or_published_frame_is_never_now(short_bench):
-    cpu = pk.experiments.gemm.gemm_transposes(device="cpu", progress=False)
+    cpu = pk.book.gemm.experiments.gemm_transposes(device="cpu", progress=False)
     assert cpu.attrs["meta"]["device_kind"] == "cpu"
     with pytest.raises(ValueError, match="CPU"):
         vgemm.findings({"gemm_transposes": cpu})
@@ -348,7 +348,7 @@ def test_a_cpu_or_published_frame_is_never_now(short_bench):
 def test_the_verdict_cell_is_computed_not_typed():
     text = CHAPTER.read_text()
     verdict = text[text.index("## Verdict"):text.index("## Problems")]
-    assert "pk.verdict.gemm.findings" in verdict
+    assert "gemm.verdict.findings" in verdict
     assert not re.search(r"^\|.*\|$", verdict, flags=re.M)  # no Markdown table of results
 
 
@@ -365,19 +365,19 @@ def test_small_n_effect_needs_both_minibatches():
 @pytest.mark.published
 def test_analysis_functions_pass_no_recording_through_as_none():
     v100 = pk.published_counterparts("gemm_small_n")["V100-SXM2, 2019"]
-    assert pk.experiments.gemm.alignment_penalty(None) is None
-    assert pk.experiments.gemm.alignment_summary(None) is None
-    assert pk.experiments.gemm.size_throughput(None) is None
+    assert pk.book.gemm.experiments.alignment_penalty(None) is None
+    assert pk.book.gemm.experiments.alignment_summary(None) is None
+    assert pk.book.gemm.experiments.size_throughput(None) is None
     assert pk.then_now.speedup_table(None, v100) is None
     assert pk.then_now.speedup_table(small_n_frame(), None) is None
     # ...so the chapter's table cell shows a note saying what is shown instead.
-    note = pk.table(pk.experiments.gemm.alignment_summary(None), pk.provenance.missing("no GPU"),
+    note = pk.table(pk.book.gemm.experiments.alignment_summary(None), pk.provenance.missing("no GPU"),
                     instead="the verdict")
     assert isinstance(note, pk.Note) and note.instead == "the verdict"
 
 
 def test_alignment_summary_is_seconds_shown_in_microseconds_with_the_penalty():
-    out = pk.experiments.gemm.alignment_summary(alignment_frame(1.5))
+    out = pk.book.gemm.experiments.alignment_summary(alignment_frame(1.5))
     assert list(out.columns) == ["dtype", "aligned_K_s", "unaligned_K_s", "penalty (×)"]
     assert set(out["dtype"]) == {"float16", "tf32"}
     assert out["penalty (×)"].to_numpy() == pytest.approx([1.5, 1.5], rel=0.01)
@@ -391,16 +391,16 @@ def test_alignment_summary_is_seconds_shown_in_microseconds_with_the_penalty():
 
 def test_size_throughput_is_the_smallest_and_best_of_a_sweep():
     frame = sizes_frame()
-    out = pk.experiments.gemm.size_throughput(frame)
+    out = pk.book.gemm.experiments.size_throughput(frame)
     mn = frame[frame["sweep"] == "mn"]
     assert list(out.columns) == ["dtype", "smallest (TFLOP/s)", "best (TFLOP/s)"]
     assert out.iloc[0]["smallest (TFLOP/s)"] == pytest.approx(mn.loc[mn["M"].idxmin(), "tflops"])
     assert out.iloc[0]["best (TFLOP/s)"] == pytest.approx(mn["tflops"].max())
     assert (out["best (TFLOP/s)"] > 2 * out["smallest (TFLOP/s)"]).all()  # the chapter's claim
-    k = pk.experiments.gemm.size_throughput(frame, sweep="k")
+    k = pk.book.gemm.experiments.size_throughput(frame, sweep="k")
     assert k.iloc[0]["best (TFLOP/s)"] == pytest.approx(frame[frame["sweep"] == "k"]["tflops"].max())
     with pytest.raises(ValueError, match="sweep"):
-        pk.experiments.gemm.size_throughput(frame, sweep="n")
+        pk.book.gemm.experiments.size_throughput(frame, sweep="n")
 
 
 @pytest.mark.published

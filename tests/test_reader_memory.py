@@ -1,5 +1,5 @@
 """Chapter 06 (memory-limited layers) for the reader: its interactive figure, its problems and its
-verdicts (perfkit.interactive.memory, perfkit.exercises.memory, perfkit.verdict.memory)."""
+verdicts (perfkit.book.memory_limited.interactive, perfkit.book.memory_limited.problems, perfkit.book.memory_limited.verdict)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 
 import perfkit as pk
-from perfkit import exercises
-from perfkit.experiments import convnet, fusion, memory
-from perfkit.interactive import memory as interactive
-from perfkit.interactive._figure import MAX_HTML_BYTES, html_bytes
-from perfkit.verdict import memory as verdict
+from perfkit.book import problems as exercises
+from perfkit.book.memory_limited import convnet, fusion, experiments as memory
+from perfkit.book.memory_limited import interactive as interactive
+from perfkit.book.interactive import MAX_HTML_BYTES, html_bytes
+from perfkit.book.memory_limited import verdict as verdict
 
 H100 = pk.device_spec("H100-SXM")
 GPU_META = {"experiment": "x", "device_name": "NVIDIA H100 80GB HBM3", "device": "H100-SXM",

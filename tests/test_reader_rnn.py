@@ -1,5 +1,5 @@
 """Chapter 04 (recurrent layers) for the reader: its interactive figure, its problems and its
-verdicts (perfkit.interactive.rnn, perfkit.exercises.rnn, perfkit.verdict.rnn)."""
+verdicts (perfkit.book.recurrent.interactive, perfkit.book.recurrent.problems, perfkit.book.recurrent.verdict)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import pandas as pd
 import pytest
 
 import perfkit as pk
-from perfkit import exercises
-from perfkit.exercises import rnn as rnn_exercises
-from perfkit.experiments import rnn as experiments
-from perfkit.experiments import rnn_analysis as analysis
-from perfkit.interactive import rnn as interactive
-from perfkit.interactive._figure import MAX_HTML_BYTES, figure_json, html_bytes
-from perfkit.verdict import rnn as verdicts
+from perfkit.book import problems as exercises
+from perfkit.book.recurrent import problems as rnn_exercises
+from perfkit.book.recurrent import experiments as experiments
+from perfkit.book.recurrent import analysis as analysis
+from perfkit.book.recurrent import interactive as interactive
+from perfkit.book.interactive import MAX_HTML_BYTES, figure_json, html_bytes
+from perfkit.book.recurrent import verdict as verdicts
 
 GPU_META = {"experiment": "synthetic", "device_name": "NVIDIA H100 80GB HBM3", "device_kind": "gpu",
             "recorded_at": "2026-01-01T00:00:00+00:00", "complete": True}

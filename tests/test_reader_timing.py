@@ -15,10 +15,10 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 import perfkit as pk  # noqa: E402
-from perfkit import exercises  # noqa: E402
-from perfkit.interactive import timing  # noqa: E402
-from perfkit.interactive._figure import MAX_HTML_BYTES, html_bytes  # noqa: E402
-from perfkit.plots.timers import plot_timers  # noqa: E402
+from perfkit.book import problems as exercises  # noqa: E402
+from perfkit.book.timing import interactive as timing  # noqa: E402
+from perfkit.book.interactive import MAX_HTML_BYTES, html_bytes  # noqa: E402
+from perfkit.book.timing.figures import plot_timers  # noqa: E402
 from perfkit.units import format_percent, format_time  # noqa: E402
 from figure_helpers import steps as _steps  # noqa: E402
 
@@ -123,7 +123,7 @@ def test_timing_exercises_answers():
     ids = [ex.id for ex in exercises.all_exercises("90_timing")]
     assert ids == ["timing-1", "timing-2", "timing-3", "timing-4"]
     assert exercises.answer("timing-1") == pytest.approx(2.1)
-    m = pk.Measurement(np.array(exercises.timing.BUSY_MS) * 1e-3)
+    m = pk.Measurement(np.array(pk.book.timing.problems.BUSY_MS) * 1e-3)
     assert pk.measurement.NOISE_THRESHOLD < m.noise < pk.measurement.GROSS_NOISE_THRESHOLD
     assert exercises.answer("timing-2") == "noisy"
     assert exercises.answer("timing-3") == pytest.approx(pk.to_tflops(160e-6, pk.gemm_flops(4096, 4096, 4096)))
@@ -154,7 +154,7 @@ def test_timing_exercise_answers_in_the_chapter():
     text = (Path(__file__).resolve().parent.parent / "chapters" / "90_timing.md").read_text(encoding="utf-8")
     problems = text[text.index("\n## Problems"):]
     for ex in exercises.all_exercises("90_timing"):
-        assert f'pk.exercises.check("{ex.id}", None)' in problems
+        assert f'problems.check("{ex.id}", None)' in problems
         assert f"**{ex.answer_text()}**" in problems
 
 
@@ -163,8 +163,8 @@ def test_timing_exercise_answers_in_the_chapter():
 
 
 def test_timer_table_passes_no_recording_through_as_none():
-    assert pk.experiments.timers.timer_table(None) is None
-    note = pk.table(pk.experiments.timers.timer_table(None), pk.provenance.missing("no GPU"),
+    assert pk.book.timing.experiments.timer_table(None) is None
+    note = pk.table(pk.book.timing.experiments.timer_table(None), pk.provenance.missing("no GPU"),
                     instead="the CPU run below")
     assert isinstance(note, pk.Note) and note.instead == "the CPU run below"
 
@@ -175,14 +175,14 @@ def test_timer_table_writes_times_with_units_and_drops_timers_that_never_ran():
                         "perfkit_graph_time_s": [3e-6, 2e-3], "triton_do_bench_s": [6e-6, 2.02e-3],
                         "torch_timer_s": [2.5e-6, nan], "perfkit_vs_do_bench": [5 / 6 - 1, 2 / 2.02 - 1],
                         "perfkit_vs_torch_timer": [1.0, nan]})
-    out = pk.experiments.timers.timer_table(gpu)
+    out = pk.book.timing.experiments.timer_table(gpu)
     assert list(out.columns) == ["case", "perfkit.bench", "perfkit, CUDA graph", "do_bench", "torch Timer",
                                  "perfkit vs do_bench", "perfkit vs Timer"]
     assert list(out["perfkit.bench"]) == [format_time(5e-6), format_time(2e-3)]
     assert list(out["torch Timer"]) == [format_time(2.5e-6), "–"]
     assert list(out["perfkit vs do_bench"]) == ["-16.7%", "-1.0%"]
     cpu = gpu.assign(perfkit_graph_time_s=nan, triton_do_bench_s=nan, perfkit_vs_do_bench=nan)
-    out = pk.experiments.timers.timer_table(cpu)
+    out = pk.book.timing.experiments.timer_table(cpu)
     assert list(out.columns) == ["case", "perfkit.bench", "torch Timer", "perfkit vs Timer"]
     assert "perfkit.bench" in str(pk.table(out))
 

@@ -18,12 +18,13 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import perfkit as pk  # noqa: E402
-from perfkit import plots  # noqa: E402
-from perfkit.experiments import REGISTRY, missing_needs, rnn  # noqa: E402
+from perfkit import book  # noqa: E402
+from perfkit.book.registry import REGISTRY, missing_needs
+from perfkit.book.recurrent import experiments as rnn  # noqa: E402
 from perfkit.timing import bench  # noqa: E402
 
 from perfkit.kernels import cupy_rnn as kernel  # noqa: E402
-from figure_helpers import note_of
+from figure_helpers import figure_named, note_of
 CPU_RUNNABLE = ["rnn_combine_time", "rnn_hidden", "rnn_batch", "rnn_cudnn"]
 RECORDED = "recorded on NVIDIA H100 80GB HBM3 on 2026-11-20"
 H100_META = {"device_name": "NVIDIA H100 80GB HBM3", "recorded_at": "2026-11-20T10:00:00+00:00", "complete": True}
@@ -237,23 +238,23 @@ def test_throughput_ratio():
                                         ("rnn_batch", "plot_rnn_batch"), ("rnn_cudnn", "plot_rnn_layers")])
 def test_figures_of_cpu_runs_are_labelled_and_none_without_data(name, plot, capsys):
     frame = _cpu_frame(name)
-    fig = getattr(plots, plot)(frame)
+    fig = figure_named(plot)(frame)
     assert isinstance(fig, matplotlib.figure.Figure) and "live (quick sweep) on CPU" in fig._suptitle.get_text()
     recorded = frame.copy()
     recorded.attrs["meta"] = dict(H100_META)
-    assert RECORDED in " ".join(getattr(plots, plot)(recorded)._suptitle.get_text().split())
-    assert note_of(getattr(plots, plot)(None, "no recording yet")) == "Nothing to draw: No recording yet"
+    assert RECORDED in " ".join(figure_named(plot)(recorded)._suptitle.get_text().split())
+    assert note_of(figure_named(plot)(None, "no recording yet")) == "Nothing to draw: No recording yet"
     with pytest.raises(ValueError, match="source="):
-        getattr(plots, plot)(frame.copy().pipe(lambda f: setattr(f, "attrs", {}) or f))
+        figure_named(plot)(frame.copy().pipe(lambda f: setattr(f, "attrs", {}) or f))
 
 
 @needs_deepbench
 def test_published_figures_draw_without_ours(capsys):
     then = pk.published_counterparts("rnn_cudnn", dtype="float16")
-    fig = plots.plot_rnn_then_now({"ours": None, **then})
+    fig = book.recurrent.plot_rnn_then_now({"ours": None, **then})
     assert "Baidu DeepBench" in " ".join(fig.axes[0].get_title().split())
-    assert plots.plot_layer_minibatch(then) is not None
-    assert note_of(plots.plot_rnn_then_now({"ours": None})).startswith("Nothing to draw")
+    assert book.recurrent.plot_layer_minibatch(then) is not None
+    assert note_of(book.recurrent.plot_rnn_then_now({"ours": None})).startswith("Nothing to draw")
 
 
 def test_persistent_figure_marks_refused_shapes():
@@ -261,9 +262,9 @@ def test_persistent_figure_marks_refused_shapes():
                  tflops=2 * h * h * b * 8 / t / 1e12, predicted_s=1e-4, note="")
             for h in (512, 4096) for b in (1, 4) for i in ("persistent", "cudnn", "gemm loop")
             for t in [math.nan if (i == "persistent" and h == 4096) else 1e-4 * b]]
-    fig = plots.plot_persistent(pd.DataFrame(rows), source=RECORDED)
+    fig = book.recurrent.plot_persistent(pd.DataFrame(rows), source=RECORDED)
     assert len(fig.axes) == 2 and RECORDED in " ".join(fig._suptitle.get_text().split())
-    assert note_of(plots.plot_persistent(None, "no GPU")) == "Nothing to draw: No GPU"
+    assert note_of(book.recurrent.plot_persistent(None, "no GPU")) == "Nothing to draw: No GPU"
 
 
 def test_recurrent_gemm_shapes_follow_the_gates():

@@ -96,21 +96,21 @@ def test_speedups_match_shapes_and_take_each_sides_fastest_layout():
 @pytest.mark.published
 def test_small_n_figure_draws_published_data_without_ours(capsys):
     then = published_counterparts("gemm_small_n")
-    fig = pk.plots.plot_small_n(None, missing("no GPU here"), published=then)
+    fig = pk.book.gemm.plot_small_n(None, missing("no GPU here"), published=then)
     assert fig is not None
     assert "Published data only: ours: no GPU here" in " ".join(capsys.readouterr().out.split())
     text = fig._suptitle.get_text()
     assert "published by Baidu DeepBench, measured on Tesla V100-SXM2" in text and "Tesla P100" in text
-    assert note_of(pk.plots.plot_small_n(None, missing("no GPU here"))) == "No recording yet: No GPU here"
+    assert note_of(pk.book.gemm.plot_small_n(None, missing("no GPU here"))) == "No recording yet: No GPU here"
     with pytest.raises(TypeError, match="published must be a mapping"):
-        pk.plots.plot_small_n(None, published=[then[V100]])
+        pk.book.gemm.plot_small_n(None, published=[then[V100]])
 
 
 @pytest.mark.published
 def test_small_n_figure_captions_ours_and_theirs():
     ours = _gemms([(2560, n, 2560, "NN", 1e-5 * (1 + n / 64)) for n in (1, 16, 64)])
     ours = ours.assign(gbps=1.0, predicted_s=float("nan"))
-    fig = pk.plots.plot_small_n(ours, published=published_counterparts("gemm_small_n", gpus=["V100-SXM2"]))
+    fig = pk.book.gemm.plot_small_n(ours, published=published_counterparts("gemm_small_n", gpus=["V100-SXM2"]))
     text = fig._suptitle.get_text()
     assert "ours: live on NVIDIA H100 80GB HBM3, 2026-11-22" in text and f"{V100}: published by Baidu DeepBench" in text
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
@@ -120,15 +120,15 @@ def test_small_n_figure_captions_ours_and_theirs():
 @pytest.mark.published
 def test_layout_spread_and_throughput_figures():
     then = published_counterparts("gemm_transposes")
-    fig = pk.plots.plot_layout_spread({"ours": None, **then})
+    fig = pk.book.gemm.plot_layout_spread({"ours": None, **then})
     ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
     assert ticks == [f"{V100}\nfloat16 (77 shapes)", "P100-PCIe, 2018\nfloat16 (77 shapes)"]
     single = _gemms([(64, 64, 64, "NN", 1e-6)])
-    assert note_of(pk.plots.plot_layout_spread({"ours": single})).startswith("Nothing to draw")
+    assert note_of(pk.book.gemm.plot_layout_spread({"ours": single})).startswith("Nothing to draw")
     sizes = published_counterparts("gemm_sizes")
-    fig = pk.plots.plot_throughput_vs_work(sizes)
+    fig = pk.book.gemm.plot_throughput_vs_work(sizes)
     assert [len(line.get_xdata()) for line in fig.axes[0].lines] == [160, 160]
-    assert note_of(pk.plots.plot_throughput_vs_work(sizes, dtype="bfloat16")).startswith("Nothing to draw")
+    assert note_of(pk.book.gemm.plot_throughput_vs_work(sizes, dtype="bfloat16")).startswith("Nothing to draw")
 
 
 @pytest.mark.published

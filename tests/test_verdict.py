@@ -3,15 +3,17 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import pandas as pd
 import pytest
 
 import perfkit as pk
-from perfkit.experiments.timing_published import launch_bound_bytes
+from perfkit.book.timing.published import launch_bound_bytes
 from perfkit.published_data import HOW_TO_GET, has_published
-from perfkit.verdict import Evidence, book
+from perfkit.book.verdict import Evidence
+from perfkit.book import scorecard as book
 
 
 @pytest.mark.parametrize("effect, expected", [(2.0, "holds"), (1.2, "holds"), (1.1, "weaker"), (1.05, "weaker"),
@@ -56,15 +58,15 @@ def test_verdict_table_has_one_row_per_finding_in_order():
                                    "now_from"]
     assert list(table["verdict"]) == ["holds", "weaker", "gone", "no data yet"]
     assert list(table["evidence"]) == ["measured"] * 3 + [""]
-    shown = pk.verdict.show(table, complete=False)
-    assert list(shown.frame.columns) == list(pk.verdict._core.SHOWN.values())
+    shown = pk.book.scorecard.show(table, complete=False)
+    assert list(shown.frame.columns) == list(pk.book.verdict.SHOWN.values())
     assert shown.frame["What the guide said"][0] == "claim (src)"
     assert shown.frame["Now rests on"][0] == "our measurement"
     html = shown._repr_html_()
     assert html.count('<tr class="evidence-measured">') == 3 and html.count('<tr class="evidence-none">') == 1
     assert "<th>Unit</th>" in html and "perfkit-verdicts" in html
     with pytest.raises(ValueError, match="lacks the columns"):
-        pk.verdict.show(table.drop(columns="unit"))
+        pk.book.scorecard.show(table.drop(columns="unit"))
     with pytest.raises(ValueError, match="empty"):
         pk.verdict_table([])
     with pytest.raises(TypeError, match="Finding objects"):
@@ -87,7 +89,7 @@ def test_a_measurement_comes_first_then_published_then_the_model():
                                                                     "published by X, measured on H100-SXM (2025)", "their sweep")
     g = pk.finding("r", "s", "c", now=None, instead=model, **kw)
     assert (g.now, g.verdict, g.evidence) == ("1.00", "predicted: gone", "model")
-    assert g.verdict in pk.verdict.PREDICTIONS and g.verdict not in pk.verdict.STATUSES
+    assert g.verdict in pk.book.verdict.PREDICTIONS and g.verdict not in pk.book.verdict.STATUSES
     # A published number on its own scale brings its own thresholds.
     scaled = Evidence(1.8, "published", "published by Y, measured on H800 (2025)", "M 64 → 128", holds_at=1.59, gone_below=1.26)
     assert pk.finding("r", "s", "c", now=None, instead=scaled, holds_at=4, gone_below=2).verdict == "holds"
@@ -105,9 +107,9 @@ def test_evidence_refuses_bad_input():
     with pytest.raises(TypeError, match="instead must be an Evidence"):
         pk.finding("r", "s", "c", now=None, holds_at=1, gone_below=1, instead=1.5)
     with pytest.raises(ValueError, match="unknown rule keys"):
-        pk.verdict.fc.findings({}, instead={"batch": None})
+        pk.book.fully_connected.verdict.findings({}, instead={"batch": None})
     with pytest.raises(TypeError, match="must be an Evidence"):
-        pk.verdict.gemm.findings({}, instead={"size": 2.0})
+        pk.book.gemm.verdict.findings({}, instead={"size": 2.0})
 
 
 def test_shown_predictions_are_styled_apart():
@@ -116,7 +118,7 @@ def test_shown_predictions_are_styled_apart():
                        instead=Evidence(1.1, "published", "published by Z, measured on H200 (2024)", "their kernels")),
             pk.finding("predicted", "s", "c", now=None, holds_at=1.2, gone_below=1.05,
                        instead=Evidence(2.0, "model", "model of H100-SXM", "the model's sweep"))]
-    shown = pk.verdict.show(pk.verdict_table(rows), complete=False)
+    shown = pk.book.scorecard.show(pk.verdict_table(rows), complete=False)
     html = shown._repr_html_()
     for kind in ("measured", "published", "model"):
         assert html.count(f'<tr class="evidence-{kind}">') == 1
@@ -127,7 +129,7 @@ def test_shown_predictions_are_styled_apart():
 
 
 def test_measured_from_names_our_recording_or_live_run():
-    from perfkit.verdict._frames import measured_from
+    from perfkit.book.frames import measured_from
 
     frame = pd.DataFrame({"M": [1]})
     frame.attrs["meta"] = {"device": "H100-SXM", "device_kind": "gpu", "recorded_at": "2026-11-20T10:00:00Z"}
@@ -147,23 +149,23 @@ def _chapters(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
 def test_without_published_data_every_rule_rests_on_the_model(monkeypatch, tmp_path):
     monkeypatch.setenv("PERFKIT_PUBLISHED", str(tmp_path))
     assert not has_published("xla_h100_gemm")
-    table = pk.verdict.book_table()
+    table = pk.book.scorecard.book_table()
     assert set(table["evidence"]) == {"model"}, "no recording and no published data: only predictions"
-    assert set(table["verdict"]) <= set(pk.verdict.PREDICTIONS)
+    assert set(table["verdict"]) <= set(pk.book.verdict.PREDICTIONS)
     assert (table["now_from"] == "model of H100-SXM").all()
     # No DeepBench either: a "then" is left only where the guide gave its own number (Baidu's RNN posts).
     assert set(table.loc[table["then"] != "—", "chapter"]) == {"04_recurrent"}
-    text = pk.verdict.book_summary(table)
+    text = pk.book.scorecard.book_summary(table)
     assert f"{len(table)} rules across 5 chapters: 0 measured on our GPUs, 0 published (none), {len(table)} " \
            "predicted by the model" in text
-    html = pk.verdict.book_table_html(table)
+    html = pk.book.scorecard.book_table_html(table)
     assert html.count('<tr class="evidence-model">') == len(table)
 
 
 def test_published_data_decides_at_least_twelve_rules():
     if not has_published("xla_h100_gemm"):
         pytest.skip(HOW_TO_GET)
-    table = pk.verdict.book_table()
+    table = pk.book.scorecard.book_table()
     assert (table["evidence"] != "").all(), "every rule rests on a measurement, a publication or the model"
     published = table[table["evidence"] == "published"]
     assert len(published) >= 12
@@ -174,9 +176,9 @@ def test_published_data_decides_at_least_twelve_rules():
     assert fc.loc["Batch > 128 (V100)", "now_from"] == "published by OpenXLA, measured on H100-SXM (2025)"
     # The H100's crossover, computed from XLA's rows as the chapter computes it.
     xla = pk.published("xla_h100_gemm", "H100-SXM")
-    sweep = pk.verdict.fc.h100_sweep(xla, "bfloat16")
+    sweep = pk.book.fully_connected.verdict.h100_sweep(xla, "bfloat16")
     assert set(sweep["N"]) == {256, 512, 1024, 2048, 4096} and (sweep["M"] == 4096).all()
-    fold = pk.verdict.fc.crossover_fold(sweep, pk.device_spec("H100-SXM"))
+    fold = pk.book.fully_connected.verdict.crossover_fold(sweep, pk.device_spec("H100-SXM"))
     assert fc.loc["Batch > 128 (V100)", "now"] == f"{fold:.2f}"
     # Nothing about alignment comes from XLA's powers of two.
     aligned = table[table["rule"].str.contains("multiple|divisible|Multiples|Pad", case=False)]
@@ -194,10 +196,10 @@ def test_published_effects_are_computed_from_the_rows():
     fp8 = pk.published("deepgemm_fp8")
     dense = fp8[fp8["table"].str.startswith("Normal")].drop_duplicates(["M", "N", "K"], keep="last")
     t = dense.pivot_table(index=["N", "K"], columns="M", values="tflops")
-    assert pk.verdict.gemm.deepgemm_small_m_gain(fp8) == pytest.approx((t[128] / t[64]).median())
+    assert pk.book.gemm.verdict.deepgemm_small_m_gain(fp8) == pytest.approx((t[128] / t[64]).median())
     h100 = pk.device_spec("H100-SXM")
     liger = pk.published("liger_memory_bound")
-    e = pk.verdict.memory.liger_effects(liger, h100)
+    e = pk.book.memory_limited.verdict.liger_effects(liger, h100)
     fused = liger[(liger["device"] == "H100-SXM") & liger["provider"].isin(["liger", "liger_fused_add_rms_norm"])
                   & (liger["mode"] == "forward") & liger["io_bytes_fwd"].notna()]
     big = fused.loc[fused.groupby("kernel")["x_value"].idxmax()]
@@ -207,16 +209,16 @@ def test_published_effects_are_computed_from_the_rows():
     norm = big.set_index("kernel").loc["layer_norm"]
     assert e["bn_saving"] == pytest.approx(1.5 * norm["io_bytes_fwd"] / norm["time_s"] / h100.mem_bandwidth)
     assert e["fusion_gain"] > 1 and 0.5 < e["fusion_realised"] < 2
-    assert pk.verdict.memory.liger_effects(None, h100)["spread"] is None
+    assert pk.book.memory_limited.verdict.liger_effects(None, h100)["spread"] is None
     small = pk.published("gpu_benches_small_kernels")
-    knee = pk.verdict.memory.launch_knee(small)
+    knee = pk.book.memory_limited.verdict.launch_knee(small)
     assert knee == pytest.approx(launch_bound_bytes(small, "launch", 2.0) / 1e6) and 1 < knee < 100
-    assert pk.verdict.memory.launch_knee(None) is None
+    assert pk.book.memory_limited.verdict.launch_knee(None) is None
 
 
 def test_alternatives_fall_back_to_the_model_rule_by_rule():
     for name in book.CHAPTERS:
-        module = getattr(pk.verdict, name)
+        module = importlib.import_module(f"perfkit.book.{name}.verdict")
         alt = module.alternatives({})
         rules = module.RULES if hasattr(module, "RULES") else module.EFFECTS
         assert list(alt) == list(rules)
@@ -227,15 +229,15 @@ def test_alternatives_fall_back_to_the_model_rule_by_rule():
 
 
 def test_show_completes_a_chapter_table_like_the_book():
-    table = pk.verdict_table(pk.verdict.conv.findings({}))
+    table = pk.verdict_table(pk.book.convolutions.verdict.findings({}))
     assert (table["verdict"] == "no data yet").all()
-    shown = pk.verdict.show(table)
+    shown = pk.book.scorecard.show(table)
     assert shown.frame["Verdict"].str.startswith("predicted: ").all()
     assert '<tr class="evidence-model">' in shown._repr_html_()
-    book_rows = pk.verdict.book_table().query("chapter == '05_convolutions'")
+    book_rows = pk.book.scorecard.book_table().query("chapter == '05_convolutions'")
     assert list(shown.frame["Now"]) == list(book_rows["now"])
     other = pk.verdict_table([pk.finding("not a book rule", "s", "c", now=None, holds_at=1, gone_below=1)])
-    assert list(pk.verdict.show(other).frame["Verdict"]) == ["no data yet"]
+    assert list(pk.book.scorecard.show(other).frame["Verdict"]) == ["no data yet"]
 
 
 def test_math_bound_batch_reproduces_nvidias_v100_rule_and_grows_with_the_ridge():

@@ -9,10 +9,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from perfkit.devices import device_spec  # noqa: E402
-from perfkit.plots import plot_roofline, plot_tile_waves  # noqa: E402
+from perfkit.book.background.figures import plot_roofline, plot_tile_waves  # noqa: E402
 from perfkit.provenance import Source, caption, modelled  # noqa: E402
 from perfkit.roofline import gemm_operation, nvidia_example_operations  # noqa: E402
-from perfkit.widgets import gemm_explorer, roofline_explorer  # noqa: E402
+from perfkit.book.widgets import gemm_explorer, roofline_explorer  # noqa: E402
 
 H100 = device_spec("H100-SXM")
 A100 = device_spec("A100-SXM4-80GB")

@@ -19,15 +19,17 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 import perfkit as pk  # noqa: E402
-from perfkit import exercises, plots  # noqa: E402
-from perfkit.exercises import rnn as rnn_exercises  # noqa: E402
-from perfkit.experiments import conv, conv_analysis, rnn, rnn_analysis  # noqa: E402
-from perfkit.interactive import conv as iconv  # noqa: E402
-from perfkit.interactive import rnn as irnn  # noqa: E402
-from perfkit.plots._common import BookFigure  # noqa: E402
+from perfkit.book import problems as exercises
+from perfkit import book  # noqa: E402
+from perfkit.book.recurrent import problems as rnn_exercises  # noqa: E402
+from perfkit.book.convolutions import experiments as conv, analysis as conv_analysis
+from perfkit.book.recurrent import experiments as rnn, analysis as rnn_analysis  # noqa: E402
+from perfkit.book.convolutions import interactive as iconv  # noqa: E402
+from perfkit.book.recurrent import interactive as irnn  # noqa: E402
+from perfkit.book.figures import BookFigure  # noqa: E402
 from perfkit.published_data import HOW_TO_GET  # noqa: E402
-from perfkit.verdict import conv as vconv  # noqa: E402
-from perfkit.verdict import rnn as vrnn  # noqa: E402
+from perfkit.book.convolutions import verdict as vconv  # noqa: E402
+from perfkit.book.recurrent import verdict as vrnn  # noqa: E402
 
 V100, H100 = pk.device_spec("V100-SXM2"), pk.device_spec("H100-SXM")
 MODEL = ("V100-SXM2", "H100-SXM")
@@ -103,7 +105,7 @@ def test_rnn_numbers_are_none_and_their_tables_notes():
 
 
 def test_rnn_then_now_figures_draw_the_model_and_say_how_to_get_the_data(capsys):
-    fig = plots.plot_rnn_then_now({"ours": None, **pk.published_counterparts("rnn_cudnn")}, or_model=_rnn_model())
+    fig = book.recurrent.plot_rnn_then_now({"ours": None, **pk.published_counterparts("rnn_cudnn")}, or_model=_rnn_model())
     assert isinstance(fig, BookFigure)
     heading = _heading(fig)
     assert "GEMM model" in heading and str(pk.provenance.modelled(V100)) in heading
@@ -112,11 +114,11 @@ def test_rnn_then_now_figures_draw_the_model_and_say_how_to_get_the_data(capsys)
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert labels == ["model, V100-SXM2", "model, H100-SXM"]
 
-    fig = plots.plot_layer_minibatch({"ours": None}, or_model=_rnn_model())
+    fig = book.recurrent.plot_layer_minibatch({"ours": None}, or_model=_rnn_model())
     assert isinstance(fig, BookFigure) and [ax.get_title() for ax in fig.axes[:2]] == list(labels)
     assert "GEMM model" in _heading(fig) and _says_how_to_get(capsys.readouterr().out)
     # without or_model the figures keep their contract: a note saying why there is nothing to draw
-    assert isinstance(plots.plot_rnn_then_now({"ours": None}, instead="the model"), pk.Note)
+    assert isinstance(book.recurrent.plot_rnn_then_now({"ours": None}, instead="the model"), pk.Note)
 
 
 def test_the_model_layers_are_deepbenchs_shapes_without_the_input_gemm():
@@ -135,14 +137,14 @@ def test_the_model_stands_in_only_where_nothing_else_is_drawn(capsys):
                          "time_s": [1e-3, 1.5e-3]})
     ours.attrs["meta"] = {"device_name": "NVIDIA H100 80GB HBM3", "device_kind": "gpu",
                           "recorded_at": "2026-01-01T00:00:00+00:00", "complete": True}
-    fig = plots.plot_rnn_then_now({"ours": ours}, or_model=_rnn_model())
+    fig = book.recurrent.plot_rnn_then_now({"ours": ours}, or_model=_rnn_model())
     assert "model" not in _heading(fig) and capsys.readouterr().out == ""
     with pytest.raises(TypeError, match="or_model must map GPU names"):
-        plots.plot_rnn_then_now({"ours": None}, or_model=MODEL)
+        book.recurrent.plot_rnn_then_now({"ours": None}, or_model=MODEL)
 
 
 def test_rnn_interactive_figure_and_small_sweeps_are_the_model_alone():
-    assert plots.plot_rnn_batch(None, MISSING, published=pk.published_counterparts("gemm_small_n"),
+    assert book.recurrent.plot_rnn_batch(None, MISSING, published=pk.published_counterparts("gemm_small_n"),
                                 instead="the model").instead == "the model"
     fig = irnn.recurrent_step(None, MISSING, gemms=pk.published_counterparts("gemm_sizes"),
                               layers=pk.published_counterparts("rnn_cudnn"), hidden=[1024, 2560])
@@ -185,7 +187,7 @@ def test_conv_numbers_are_none_and_their_tables_notes():
 
 def test_conv_then_now_figure_draws_the_model_and_says_how_to_get_the_data(capsys):
     model = {gpu: conv_analysis.predicted_deepbench(pk.device_spec(gpu)) for gpu in MODEL}
-    fig = plots.plot_conv_then_now({"ours": None, **pk.published_counterparts("conv_deepbench")}, only="ours",
+    fig = book.convolutions.plot_conv_then_now({"ours": None, **pk.published_counterparts("conv_deepbench")}, only="ours",
                                    or_model=model)
     assert isinstance(fig, BookFigure)
     heading = _heading(fig)
@@ -193,9 +195,9 @@ def test_conv_then_now_figure_draws_the_model_and_says_how_to_get_the_data(capsy
     out = capsys.readouterr().out
     assert _says_how_to_get(out) and "Every shape drawn" not in out
     assert len(fig.axes[2].get_xticks()) == len(conv.DEEPBENCH_CONVS)
-    assert isinstance(plots.plot_conv_then_now({"ours": None}, instead="x"), pk.Note)
+    assert isinstance(book.convolutions.plot_conv_then_now({"ours": None}, instead="x"), pk.Note)
     with pytest.raises(TypeError, match="or_model must map GPU names to the model's frames"):
-        plots.plot_conv_then_now({"ours": None}, or_model=MODEL)
+        book.convolutions.plot_conv_then_now({"ours": None}, or_model=MODEL)
 
 
 def test_the_model_convolutions_are_each_pass_of_deepbenchs_shapes():
@@ -217,7 +219,7 @@ def test_conv_interactive_figures_are_the_model_alone():
 def test_conv_verdicts_and_problems_without_the_published_data():
     published = vconv.published_frames()
     assert published == {"deepbench_v100": None, "deepbench_p100": None}
-    table = pk.verdict.verdict_table(vconv.findings({**dict.fromkeys(vconv.EXPERIMENTS), **published}))
+    table = pk.book.verdict.verdict_table(vconv.findings({**dict.fromkeys(vconv.EXPERIMENTS), **published}))
     assert len(table) == 11 and table.loc[0, "then"] == "—"
     for ex in exercises.all_exercises("05_convolutions"):
         assert exercises.check(ex.id, ex.answer()).status == "right"

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from ..dtypes import itemsize, torch_dtype
 from ..devices import current_device
-from ..experiments.common import ensure_fits, lean_bench, resolve_device
+from ..book.measure import ensure_fits, lean_bench, resolve_device
 from ..timing import NoiseWarning
 from .ops import Op
 

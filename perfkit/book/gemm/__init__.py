@@ -1,0 +1,32 @@
+"""Matrix multiplication: the shapes a GPU likes (``chapters/02_gemm.md``): the chapter's machinery in one folder.
+
+Its experiments (registered for the recorder), frame analysis and figures are importable from
+here (``from perfkit.book import gemm``); its modules: ``experiments``, ``figures``, ``problems``, ``published``, ``verdict``, ``interactive``.
+``interactive`` (Plotly) is imported when first asked for.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from . import experiments, figures, problems, published, verdict
+from .experiments import (
+    alignment_penalty, alignment_summary, size_throughput, measure_gemm, gemm_sizes, gemm_alignment,
+    gemm_tile_quantization, gemm_tile_sizes, gemm_waves, gemm_transposes, gemm_small_n, GEMM_DTYPES)
+from .figures import (
+    plot_alignment, plot_fp8_published, plot_gemm_sizes, plot_h100_batched, plot_h100_sizes,
+    plot_layout_spread, plot_predicted_vs_measured, plot_quantization_sweep, plot_small_n,
+    plot_throughput_vs_work, plot_tile_sizes, plot_transposes)
+
+__all__ = ["GEMM_DTYPES", "alignment_penalty", "alignment_summary", "gemm_alignment", "gemm_sizes",
+           "gemm_small_n", "gemm_tile_quantization", "gemm_tile_sizes", "gemm_transposes", "gemm_waves",
+           "measure_gemm", "plot_alignment", "plot_fp8_published", "plot_gemm_sizes", "plot_h100_batched",
+           "plot_h100_sizes", "plot_layout_spread", "plot_predicted_vs_measured", "plot_quantization_sweep",
+           "plot_small_n", "plot_throughput_vs_work", "plot_tile_sizes", "plot_transposes",
+           "size_throughput", "experiments", "figures", "problems", "published", "verdict", "interactive"]
+
+
+def __getattr__(name: str):
+    if name == "interactive":  # Plotly: imported when asked for
+        return importlib.import_module(".interactive", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,306 @@
+"""Record experiments on this machine into ``<out>/<device-slug>/<experiment>.csv`` + ``.json``.
+
+What a recording run does, per experiment:
+
+1. The JSON metadata is written first, with ``complete: false``. The CSV's header is the
+   experiment's declared columns; every row is appended (and flushed) as soon as the experiment
+   measures it, through its ``on_row`` callback. The CSV is never rewritten: the rows streamed are
+   the recording, and they must be the rows the experiment returns.
+2. When the experiment returns, the JSON gets ``complete: true``, ``finished_at`` and ``rows``.
+3. If the experiment raises, the rows measured so far stay on disk, and the JSON keeps
+   ``complete: false`` and notes the ``error``. Other experiments still run; :func:`record` then
+   raises :class:`RecordingFailed`. A ``KeyboardInterrupt`` is saved the same way, then re-raised.
+
+Reruns (the same device, the same ``out``):
+
+- No recording yet: rows go straight into ``<experiment>.csv``.
+- A recording exists (complete or not): the new run streams into the hidden files
+  ``.<experiment>.partial.csv``/``.json`` beside it and, only when it completes, atomically
+  replaces the old files. An existing recording is only ever replaced by a complete one; a file
+  never mixes two runs of different devices or dates.
+- Resume (``resume=True``, the default): if the existing recording is *incomplete*, from the same
+  device, params, perfkit commit, declared columns and UTC day, **and** the experiment function has
+  a ``skip`` parameter, the run continues it: the experiment gets ``skip=<DataFrame of the rows
+  already recorded>`` and measures only the rest; new rows are appended to the same CSV and
+  ``resumed_at`` lists when. Otherwise the experiment is measured again from the start.
+
+Data in the repository's ``data/`` must be real GPU measurements: recording on a CPU into it is
+refused.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import inspect
+import json
+import os
+import sys
+import tarfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import pandas as pd
+
+from .._validate import boolean, folder
+from ..data import device_slug, read_meta, repo_data_dir
+from ..devices import DeviceSpec, cuda_available, current_device
+from ..environment import environment
+from .registry import REGISTRY, Experiment, get, missing_needs
+
+_NEED_TEXT = {"cuda": "a CUDA GPU (torch.cuda.is_available() is False)", "cupy": "cupy (not importable)",
+              "triton": "triton (not importable)"}
+
+
+class RecordingFailed(RuntimeError):
+    """Raised by :func:`record` after all experiments ran, when at least one of them failed.
+
+    ``failed`` maps experiment name → error text; ``paths`` lists the complete recordings written.
+    """
+
+    def __init__(self, failed: Mapping[str, str], paths: list[Path]):
+        self.failed = dict(failed)
+        self.paths = list(paths)
+        lines = "; ".join(f"{k}: {v}" for k, v in self.failed.items())
+        super().__init__(f"{len(self.failed)} experiment(s) failed (their rows so far are kept): {lines}")
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a hidden temporary file and ``os.replace``: never half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _write_meta(path: Path, meta: Mapping[str, Any]) -> None:
+    _atomic_write(path, json.dumps(meta, indent=2, default=str) + "\n")
+
+
+def _plain(value: Any) -> Any:
+    """A CSV-friendly scalar: numpy/torch scalars → Python numbers, other objects → ``str``."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    item = getattr(value, "item", None)  # numpy scalars, 0-d arrays and tensors
+    if callable(item):
+        try:
+            return _plain(item())
+        except (TypeError, ValueError, RuntimeError):
+            pass
+    return str(value)
+
+
+class _RowAppender:
+    """``on_row`` for a recording: appends each row to a CSV whose header is the declared columns."""
+
+    def __init__(self, path: Path, columns: list[str], append: bool):
+        self.columns = columns
+        self.rows = 0
+        if append:
+            with open(path, newline="", encoding="utf-8") as f:
+                self.rows = max(sum(1 for _ in csv.reader(f)) - 1, 0)
+        self._f = open(path, "a" if append else "w", newline="", encoding="utf-8")
+        self._writer = csv.DictWriter(self._f, columns, restval="")
+        if not append:
+            self._writer.writeheader()
+            self._f.flush()
+
+    def __call__(self, row: Mapping[str, Any]) -> None:
+        if not isinstance(row, Mapping):
+            raise TypeError(f"on_row must be called with a dict (column → value), got {type(row).__name__}")
+        undeclared = [k for k in row if k not in self.columns]
+        if undeclared:
+            raise ValueError(f"row has columns the experiment does not declare: {undeclared}; "
+                             f"declared: {self.columns}")
+        self._writer.writerow({k: _plain(v) for k, v in row.items()})
+        self._f.flush()
+        self.rows += 1
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def _resolve(names: str | Iterable[str] | None) -> list[Experiment]:
+    if names is None:
+        return list(REGISTRY.values())
+    if isinstance(names, str):
+        names = [names]
+    try:
+        names = list(names)
+    except TypeError:
+        raise TypeError(f"experiments must be an experiment name, a list of names or None, got {names!r}") from None
+    chosen: list[Experiment] = []
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"experiments must hold experiment name strings, got {name!r}")
+        exp = get(name)  # LookupError naming the registered experiments
+        if exp not in chosen:
+            chosen.append(exp)
+    return chosen
+
+
+def _check_out(out: Path, device: DeviceSpec) -> None:
+    if device.kind == "gpu":
+        return
+    data, target = repo_data_dir().resolve(), out.resolve()
+    if target == data or data in target.parents:
+        raise ValueError(f"out={str(out)!r} is the repository's data/ folder, which holds only real GPU "
+                         f"measurements, but this machine has no CUDA GPU ({device.name}); pass another "
+                         "out folder (e.g. out='cpu_data' or `--out cpu_data`)")
+
+
+def _old_meta(json_path: Path) -> dict[str, Any] | None:
+    try:
+        return read_meta(json_path) if json_path.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
+def _can_resume(exp: Experiment, old: Mapping[str, Any] | None, meta: Mapping[str, Any], csv_path: Path) -> bool:
+    if old is None or old.get("complete", False) or not csv_path.is_file() or csv_path.stat().st_size == 0:
+        return False
+    if "skip" not in inspect.signature(exp.func).parameters:
+        return False
+    same = all(old.get(k) == meta[k] for k in ("device_name", "experiment", "params", "perfkit_commit"))
+    same_header = list(old.get("columns") or {}) == list(meta["columns"])  # the CSV's header, in order
+    return same and same_header and str(old.get("recorded_at", ""))[:10] == meta["recorded_at"][:10]
+
+
+def _record_one(exp: Experiment, out: Path, device: DeviceSpec, env: Mapping[str, Any], *, quick: bool,
+                progress: bool, resume: bool) -> tuple[Path, int]:
+    """Record one experiment; returns the CSV path and its row count. Re-raises what the experiment raised."""
+    device_name = device.driver_name or device.name
+    where = out / device_slug(device_name)
+    where.mkdir(parents=True, exist_ok=True)
+    csv_path, json_path = where / f"{exp.name}.csv", where / f"{exp.name}.json"
+    meta: dict[str, Any] = {
+        "experiment": exp.name, "description": exp.description, "device_name": device_name,
+        "device_kind": device.kind, "device": device.name, "sm_count": device.sms,
+        **{k: env[k] for k in ("driver", "cuda", "torch", "cupy", "triton", "perfkit", "perfkit_commit")},
+        "recorded_at": _now(), "finished_at": None, "complete": False, "error": None,
+        "params": {"quick": quick}, "columns": dict(exp.columns), "needs": list(exp.needs), "rows": 0,
+    }
+    old = _old_meta(json_path)
+    kwargs: dict[str, Any] = {"quick": quick, "progress": progress}
+    done = 0
+    if resume and _can_resume(exp, old, meta, csv_path):
+        mode, write_csv, write_json = "resume", csv_path, json_path
+        kwargs["skip"] = pd.read_csv(csv_path)
+        done = len(kwargs["skip"])
+        meta.update(recorded_at=old["recorded_at"], resumed_at=[*(old.get("resumed_at") or []), meta["recorded_at"]])
+        print(f"  resuming {csv_path} ({done} rows already recorded)", flush=True)
+    elif old is not None or csv_path.exists():
+        mode, write_csv, write_json = "replace", where / f".{exp.name}.partial.csv", where / f".{exp.name}.partial.json"
+    else:
+        mode, write_csv, write_json = "new", csv_path, json_path
+
+    rows = _RowAppender(write_csv, list(exp.columns), append=mode == "resume")
+    _write_meta(write_json, meta)
+    try:
+        result = exp(on_row=rows, **kwargs)
+        if len(result) != rows.rows - done:
+            raise RuntimeError(f"{exp.name} returned {len(result)} rows but handed {rows.rows - done} to on_row; "
+                               "every measured row must go through on_row")
+    except BaseException as e:
+        rows.close()
+        meta["rows"] = rows.rows
+        meta["error"] = "KeyboardInterrupt" if isinstance(e, KeyboardInterrupt) else \
+            "".join(traceback.format_exception_only(type(e), e)).strip()
+        _write_meta(write_json, meta)
+        if mode == "replace":
+            print(f"  the existing recording {csv_path} is kept; the {rows.rows} rows of this "
+                  f"interrupted run are in {write_csv}", flush=True)
+        raise
+    rows.close()
+    meta.update(rows=rows.rows, complete=True, finished_at=_now())
+    _write_meta(write_json, meta)
+    if mode == "replace":  # the CSV first: readers only trust a CSV with its JSON
+        os.replace(write_csv, csv_path)
+        os.replace(write_json, json_path)
+    return csv_path, rows.rows
+
+
+def record(experiments: str | Iterable[str] | None = None, out: str | os.PathLike = "data", *,
+           quick: bool = False, progress: bool = True, resume: bool = True) -> list[Path]:
+    """Run experiments on this machine and write ``out/<device-slug>/<name>.csv`` + ``.json`` each.
+
+    ``experiments``: names (or one name); ``None`` runs every registered experiment. Experiments
+    whose ``needs`` this machine lacks are skipped with a printed reason. ``quick`` runs the small
+    sweeps; ``progress`` shows progress bars; ``resume``: see the module docstring. Returns the CSV
+    paths of the completed recordings.
+
+    Raises ``ValueError`` when this machine has no GPU and ``out`` is the repository's ``data/``,
+    ``LookupError`` for an unknown name, :class:`RecordingFailed` (after the others ran) when an
+    experiment raised, and re-raises ``KeyboardInterrupt`` after saving what was measured.
+    """
+    out = folder("out", out)
+    quick, progress, resume = boolean("quick", quick), boolean("progress", progress), boolean("resume", resume)
+    chosen = _resolve(experiments)
+    device = current_device()
+    _check_out(out, device)
+    env = environment()
+    print(f"perfkit: recording {len(chosen)} experiment(s) on {device.label} into {out}"
+          f"{' (quick)' if quick else ''}", flush=True)
+    written: list[Path] = []
+    failed: dict[str, str] = {}
+    t_all = time.perf_counter()
+    for i, exp in enumerate(chosen, 1):
+        step = f"[{i}/{len(chosen)}] {exp.name}"
+        lacking = [_NEED_TEXT.get(n, n) for n in missing_needs(exp)]
+        if lacking:
+            print(f"{step}: skipped, this machine lacks {', '.join(lacking)}", flush=True)
+            continue
+        print(f"{step}: {exp.description}", flush=True)
+        t0 = time.perf_counter()
+        try:
+            path, rows = _record_one(exp, out, device, env, quick=quick, progress=progress, resume=resume)
+        except KeyboardInterrupt:
+            print(f"{step}: interrupted after {time.perf_counter() - t0:.1f} s; "
+                  "rows measured so far are kept (complete=false)", flush=True)
+            raise
+        except Exception as e:  # noqa: BLE001  (noted in the JSON; the other experiments still run)
+            failed[exp.name] = f"{type(e).__name__}: {e}"
+            print(f"{step}: FAILED after {time.perf_counter() - t0:.1f} s: {type(e).__name__}: {e}", flush=True)
+            traceback.print_exc()
+            continue
+        finally:
+            if "torch" in sys.modules and cuda_available():
+                sys.modules["torch"].cuda.empty_cache()
+        written.append(path)
+        print(f"{step}: {rows} rows in {time.perf_counter() - t0:.1f} s → {path}", flush=True)
+    print(f"perfkit: recorded {len(written)} of {len(chosen)} experiment(s) in "
+          f"{time.perf_counter() - t_all:.1f} s", flush=True)
+    if failed:
+        raise RecordingFailed(failed, written)
+    return written
+
+
+def archive(out_dir: str | os.PathLike, path: str | os.PathLike) -> Path:
+    """Pack the recording folder ``out_dir`` into the single ``.tar.gz`` file ``path`` (returned).
+
+    The archive holds ``<out_dir name>/<device-slug>/<experiment>.csv|.json``; hidden files
+    (reruns in progress, interrupted reruns) are left out.
+    """
+    src, dst = folder("out_dir", out_dir), folder("path", path)
+    if not src.is_dir():
+        raise FileNotFoundError(f"out_dir {str(src)!r} is not a folder (nothing recorded there?)")
+    if not dst.name.endswith((".tar.gz", ".tgz")):
+        raise ValueError(f"path must end with .tar.gz or .tgz, got {str(dst)!r}")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+
+    def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        return None if any(part.startswith(".") for part in Path(info.name).parts) else info
+
+    tmp = dst.with_name(f".{dst.name}.tmp")
+    with tarfile.open(tmp, "w:gz") as tar:
+        tar.add(src, arcname=src.resolve().name, filter=keep)
+    os.replace(tmp, dst)
+    return dst
+
+
+__all__ = ["RecordingFailed", "archive", "record"]

@@ -1,0 +1,23 @@
+"""Appendix: how perfkit times (``chapters/90_timing.md``): the chapter's machinery in one folder.
+
+Its experiments (registered for the recorder), frame analysis and figures are importable from
+here (``from perfkit.book import timing``); its modules: ``experiments``, ``figures``, ``problems``, ``published``, ``interactive``.
+``interactive`` (Plotly) is imported when first asked for.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from . import experiments, figures, problems, published
+from .experiments import timer_cases, timer_validation, timer_table
+from .figures import plot_samples, plot_small_kernels, plot_timers
+
+__all__ = ["plot_samples", "plot_small_kernels", "plot_timers", "timer_cases", "timer_table",
+           "timer_validation", "experiments", "figures", "problems", "published", "interactive"]
+
+
+def __getattr__(name: str):
+    if name == "interactive":  # Plotly: imported when asked for
+        return importlib.import_module(".interactive", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

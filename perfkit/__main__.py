@@ -22,9 +22,22 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import signal
 import sys
 from pathlib import Path
+
+import pandas as pd
+
+from .advisor import advise
+from .book.record import RecordingFailed, archive, record
+from .book.registry import REGISTRY as registry
+from .data import data_root, recordings
+from .devices import current_device
+from .environment import environment
+from .published_data import HOW_TO_GET, PublishedDataMissing, published_root, published_sources
+from .published_data.fetch import main as fetch_main
+from .validation import validation_frames, validation_table, worst_predictions
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -80,11 +93,7 @@ def _input(text: str, meta: bool):
 
 
 def _advise(args: argparse.Namespace) -> int:
-    import importlib
-
     import torch
-
-    from .advisor import advise
 
     module_name, _, attr = args.factory.partition(":")
     try:
@@ -113,8 +122,6 @@ def _advise(args: argparse.Namespace) -> int:
 
 
 def _info() -> int:
-    from .devices import current_device
-    from .environment import environment
 
     spec = current_device()
     print(spec.describe())
@@ -138,9 +145,6 @@ def _info() -> int:
 
 
 def _list(data: str | None) -> int:
-    from .data import data_root, recordings
-    from .published_data import published_sources
-    from .book.registry import REGISTRY as registry
 
     print("experiments:")
     if not registry:
@@ -158,7 +162,6 @@ def _list(data: str | None) -> int:
 
 def _print_published(table, *, full: bool) -> None:
     """The published tables perfkit knows, where it looks for them, and how to get the missing ones."""
-    from .published_data import HOW_TO_GET, PublishedDataMissing, published_root
 
     try:
         where = f"in {published_root()}"
@@ -177,7 +180,6 @@ def _print_published(table, *, full: bool) -> None:
 
 
 def _published(rest: list[str]) -> int:
-    from .published_data import published_sources
 
     if not rest or rest[0] == "list":
         if rest[1:]:
@@ -186,8 +188,6 @@ def _published(rest: list[str]) -> int:
         _print_published(published_sources(), full=True)
         return 0
     if rest[0] == "fetch":
-        from .published_data.fetch import main as fetch_main
-
         return fetch_main(rest[1:])
     if rest[0] in ("-h", "--help"):
         print("usage: perfkit published [list | fetch [NAME ...] [--into DIR] [--mirror URL=PATH ...] "
@@ -204,10 +204,6 @@ def _print_table(title: str, table, columns: list[str]) -> None:
 
 
 def _validate(worst: int, by: str | None = None) -> int:
-    import pandas as pd
-
-    from .validation import validation_frames, validation_table, worst_predictions
-
     frames = validation_frames()
     try:
         table = validation_table(frames, by=by)
@@ -237,8 +233,6 @@ def _raise_interrupt(signum, frame):  # SIGTERM → KeyboardInterrupt, so a reco
 
 
 def _record(args: argparse.Namespace) -> int:
-    from .book.registry import REGISTRY as registry
-    from .book.record import RecordingFailed, archive, record
 
     unknown = [n for n in args.experiments if n not in registry]
     if unknown:

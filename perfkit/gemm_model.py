@@ -48,6 +48,7 @@ FLOP/s, bytes/s.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -308,3 +309,10 @@ def prediction_error(measured_s, predicted_s) -> dict:
     e = p[keep] / m[keep] - 1
     return {"median_abs": float(np.median(np.abs(e))), "p90_abs": float(np.percentile(np.abs(e), 90)),
             "median": float(np.median(e)), "optimistic": float(np.mean(e < 0)), "n": int(keep.sum())}
+
+
+def __getattr__(name: str):
+    if name == "TILE_EFFICIENCY":  # the table's old name
+        warnings.warn("perfkit.gemm_model.TILE_EFFICIENCY is now TILE_SHAPE_FACTORS", DeprecationWarning, stacklevel=2)
+        return TILE_SHAPE_FACTORS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -63,8 +63,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping, Sequence
 
-from ._validate import (boolean, int_or_pair, non_negative_int, non_negative_number, one_of,
-                        positive_int)
+from ._validate import boolean, int_or_pair, non_negative_int, non_negative_number, one_of, positive_int
 from .ceilings import KERNEL_LATENCY_S, Ceilings, resolve_ceilings
 from .devices import DeviceSpec
 from .dtypes import canonical_dtype, itemsize

@@ -28,9 +28,7 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 
 from ._validate import frame_or_none
-from .data import load
 from .devices import DeviceSpec, current_device
-from .book.registry import get, missing_needs
 from .published_data import has_published, published
 from .then_now import COUNTERPARTS, KIND, counterpart
 
@@ -146,29 +144,6 @@ def caption(parts: Mapping[str, Source | str | None] | Iterable[Source | str | N
     return "; ".join(label if None in names else f"{', '.join(names)}: {label}" for label, names in groups.items())
 
 
-def run_or_load(name: str, *, device: str | None = None, **kwargs) -> tuple[pd.DataFrame | None, Source]:
-    """Measure experiment ``name`` live when this machine can, else load its recording.
-
-    Returns ``(frame, source)``: a live frame, a recorded one (``device`` picks a recording by slug
-    or name), or ``(None, missing(...))`` saying that no recording exists yet. Extra keyword
-    arguments go to the experiment. With ``PERFKIT_QUICK=1`` live runs use the quick sweeps and
-    their label says so.
-    """
-    exp = get(name)
-    lacking = missing_needs(exp)
-    if not lacking:
-        if os.environ.get("PERFKIT_QUICK", "") == "1":
-            kwargs.setdefault("quick", True)
-        frame = exp(**kwargs)
-        return frame, source_of(frame)
-    try:
-        frame = load(name, device=device)
-    except LookupError:
-        return None, missing(f"no GPU here ({', '.join(lacking)} missing) and no recording of {name!r} in "
-                             f"data/ yet: run `python -m perfkit record {name}` on a GPU to make one")
-    return frame, source_of(frame)
-
-
 #: The GPUs whose published GEMMs are drawn as "then", newest first.
 THEN_GPUS: tuple[str, ...] = ("V100-SXM2", "P100-PCIe")
 
@@ -198,8 +173,8 @@ def published_counterparts(experiment: str, *, dtype: str = "float16", gpus: Ite
     return out
 
 
-#: ``pk.live_source()``: the label of numbers measured now on this machine.
+#: ``pk.provenance.live_source()``: the label of numbers measured now on this machine.
 live_source = live
 
 __all__ = ["KINDS", "THEN_GPUS", "Source", "caption", "from_meta", "live", "live_source", "missing", "modelled",
-           "published_counterparts", "run_or_load", "source_of"]
+           "published_counterparts", "source_of"]

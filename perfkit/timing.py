@@ -17,8 +17,7 @@ import time
 import warnings
 from typing import Any, Callable, Iterator
 
-from ._validate import (boolean, non_negative_number, one_of, optional_str, positive_number,
-                        zero_arg_callable)
+from ._validate import boolean, non_negative_number, one_of, optional_str, positive_number, zero_arg_callable
 from .devices import cpu_name, current_device
 from .measurement import Measurement, NoiseWarning, noise_message, to_gbps, to_tflops
 from .units import MiB

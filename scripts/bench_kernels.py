@@ -44,7 +44,7 @@ def gpu() -> bool:
         a = torch.randn(M, K, device="cuda", dtype=torch.float16)
         b = torch.randn(K, N, device="cuda", dtype=torch.float16)
         warps = 8 if tile[0] * tile[1] >= 128 * 128 else 4
-        tri = pk.bench(lambda: pk.tiled_matmul(a, b, tile=tile, block_k=64, num_warps=warps)).median
+        tri = pk.bench(lambda: pk.kernels.tiled_matmul(a, b, tile=tile, block_k=64, num_warps=warps)).median
         ref = pk.bench(lambda: torch.matmul(a, b)).median
         ok &= _row(f"tiled_matmul {tile} vs cuBLAS, {M}×{N}×{K} fp16", tri, ref, 0.8, 3.0)
     for M in (2048, 8192):
@@ -67,7 +67,7 @@ def persistent_rnn() -> bool:
         return state
 
     try:
-        mine = pk.bench(lambda: pk.persistent_rnn(x, w), flush_l2=False).median
+        mine = pk.bench(lambda: pk.kernels.persistent_rnn(x, w), flush_l2=False).median
     except (RuntimeError, ValueError) as e:  # no CuPy, or the kernel refuses this GPU
         print(f"persistent_rnn: not run ({e})")
         return False

@@ -37,7 +37,7 @@ def score(frame: pd.DataFrame) -> float:
 def summary(name: str, frame: pd.DataFrame) -> str:
     parts = []
     for dtype, g in frame.groupby("dtype"):
-        e = pk.prediction_error(g["time_s"], g["predicted_s"])
+        e = pk.gemm_model.prediction_error(g["time_s"], g["predicted_s"])
         parts.append(f"{dtype}: n={e['n']} median {e['median_abs']:.1%} p90 {e['p90_abs']:.1%} "
                      f"optimistic {e['optimistic']:.0%}")
     return f"{name:<22} " + " | ".join(parts)

@@ -128,24 +128,20 @@ def test_data_flows_one_way():
 
 
 def test_public_api_keeps_working():
+    """What a library user needs stays one name away (the rest is one module away: pk.gemm_model, …)."""
     import perfkit as pk
 
-    names = ["KNOWN_DEVICES", "DeviceSpec", "current_device", "device_spec", "match_driver_name", "DTYPES",
-             "canonical_dtype", "itemsize", "torch_dtype", "REGISTRY", "run_or_load", "tiled_matmul", "triton_mode",
-             "CANDIDATE_TILES", "GemmPrediction", "explain_gemm", "predict_gemm_time", "prediction_error",
-             "alignment", "pad_to_multiple", "tile_quantization", "wave_quantization", "archive", "record",
-             "Operation", "arithmetic_intensity", "attainable_flops", "gemm_bytes", "gemm_flops", "gemm_operation",
-             "nvidia_example_operations", "roofline_time", "RNN_GATES", "conv_gemms", "conv_output_size",
-             "linear_gemms", "rnn_gemms", "Measurement", "NoiseWarning", "bench", "to_gbps", "to_tflops",
-             "live_source", "plot_roofline", "roofline_explorer", "gemm_explorer", "data", "book",
-             "__version__", "source_of", "caption", "Source", "cdiv", "is_aligned", "TILE_SHAPE_FACTORS",
-             "published", "published_all", "published_sources", "published_counterparts", "then_now",
-             "math_bound_batch", "batch_crossover", "judge", "finding", "verdict_table", "Finding",
-             "padded_linear", "padded_conv2d", "layer_bytes", "chain_bytes", "memory_time", "predict_layer_time",
-             "pool_output_shape", "advise", "advisor", "zoo",
-             "persistent_rnn", "persistent_rnn_plan", "max_persistent_hidden", "rnn_reference", "PersistentPlan"]
+    names = ["DeviceSpec", "device_spec", "current_device", "calibrated", "KNOWN_DEVICES", "DTYPES", "canonical_dtype",
+             "itemsize", "arithmetic_intensity", "roofline_time", "math_bound_batch", "gemm_flops", "gemm_bytes",
+             "alignment", "is_aligned", "pad_to_multiple", "tile_quantization", "wave_quantization", "linear_gemms",
+             "conv_gemms", "rnn_gemms", "predict_gemm_time", "explain_gemm", "Ceilings", "achievable_ceilings",
+             "layer_bytes", "chain_bytes", "memory_time", "predict_layer_time", "bench", "Measurement",
+             "padded_linear", "padded_conv2d", "advise", "run_or_load", "record", "published", "published_or_none",
+             "published_sources", "source_of", "note", "table", "device_card", "__version__"]
     missing = [n for n in names if not hasattr(pk, n)]
     assert not missing, f"perfkit lost public names: {missing}"
+    for module in ("gemm_model", "memory_model", "provenance", "kernels", "zoo", "validation", "book", "advisor"):
+        assert hasattr(pk, module), f"pk.{module} is not reachable"
 
 
 def test_importing_perfkit_imports_neither_triton_nor_cupy_nor_matplotlib():
@@ -153,3 +149,155 @@ def test_importing_perfkit_imports_neither_triton_nor_cupy_nor_matplotlib():
             "bad = [m for m in ('triton', 'cupy', 'matplotlib', 'ipywidgets') if m in sys.modules]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Layers: the core, the edge that reads and writes data, the book on top; arrows only point down.
+
+#: The edge: what reads or writes data/, the published tables, or labels where numbers come from.
+EDGE = ("perfkit.data", "perfkit.provenance", "perfkit.calibration", "perfkit.environment", "perfkit.validation",
+        "perfkit.published_data")
+#: The book: one folder per chapter and what the chapters share.
+BOOK = ("perfkit.book",)
+#: Imported inside a function only because they are optional or heavy (never a perfkit module).
+DEFERRED = ("torch", "pynvml", "cupy", "cupyx", "triton", "plotly", "ipywidgets", "IPython", "transformers", "tqdm", "matplotlib",
+            "build", "playwright", "openpyxl", "xlrd", "numpy")
+
+
+def _layer(module: str) -> str:
+    if module == "perfkit" or module == "perfkit.__main__":
+        return "top"
+    if module.startswith(BOOK):
+        return "book"
+    if module.startswith(EDGE):
+        return "edge"
+    return "core"
+
+
+def _perfkit_imports(path: Path, *, nested: bool | None = None) -> set[str]:
+    """The perfkit modules ``path`` imports (a name imported from a package counts as its submodule
+    when there is one); ``nested``: only imports inside functions (True), only at the top (False)."""
+    package = _name(path) if _is_package(path) else _name(path).rpartition(".")[0]
+    tree = _tree(path)
+    inner = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+             for n in ast.walk(f)}
+    type_only = {id(n) for i in ast.walk(tree) if isinstance(i, ast.If) and "TYPE_CHECKING" in ast.unparse(i.test)
+                 for n in ast.walk(i)}
+    found = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Import, ast.ImportFrom)) or id(node) in type_only:
+            continue
+        if nested is not None and (id(node) in inner) != nested:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("perfkit")}
+            continue
+        if node.level:
+            base = package.split(".")
+            module = ".".join(base[: len(base) - node.level + 1] + ([node.module] if node.module else []))
+        else:
+            module = node.module or ""
+        if not module.startswith("perfkit"):
+            continue
+        for alias in node.names:
+            sub = f"{module}.{alias.name}"
+            target = PACKAGE.parent / sub.replace(".", "/")
+            found.add(sub if (target.with_suffix(".py").is_file() or target.is_dir()) else module)
+    return found - {_name(path)}
+
+
+def _graph() -> dict[str, set[str]]:
+    """Module → the modules importing it runs: what it imports, and the ``__init__`` of every package
+    above those (importing ``perfkit.book.gemm.published`` runs ``perfkit/book/gemm/__init__.py``).
+    The top package ``perfkit`` is left out: it is always imported first."""
+    names = {_name(p) for p in MODULES}
+    graph = {}
+    for path in MODULES:
+        me, found = _name(path), set()
+        for module in _perfkit_imports(path):
+            parts = module.split(".")
+            found |= {".".join(parts[:i]) for i in range(2, len(parts) + 1)}
+        graph[me] = {m for m in found if m in names and m != me and not me.startswith(m + ".")}
+    return graph
+
+
+def test_no_import_cycle_counting_imports_inside_functions():
+    graph = _graph()
+    index, low, stack, on, cycles, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):  # Tarjan's strongly connected components
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    assert not cycles, f"import cycles: {cycles}"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_name)
+def test_arrows_point_down(path):
+    """The core imports neither the edge nor the book; the edge never imports the book."""
+    me, rank = _name(path), {"core": 0, "edge": 1, "book": 2, "top": 3}
+    up = sorted(m for m in _perfkit_imports(path) if rank[_layer(m)] > rank[_layer(me)])
+    assert not up, f"{me} ({_layer(me)}) imports {up} from a layer above it"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_name)
+def test_imports_inside_functions_are_only_for_optional_or_heavy_dependencies(path):
+    found = []
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.ImportFrom) and (inner.level or (inner.module or "").startswith("perfkit")):
+                    if _name(path) != "perfkit" or inner.module not in ("padding", "advisor"):
+                        found.append(f"line {inner.lineno}: from {'.' * inner.level}{inner.module or ''}")
+                elif isinstance(inner, ast.Import):
+                    found += [f"line {inner.lineno}: import {a.name}" for a in inner.names
+                              if not a.name.split(".")[0] in DEFERRED]
+    assert not found, f"{_name(path)} imports inside functions: {found}; import at the top"
+
+
+def test_the_public_api_is_small():
+    import inspect
+
+    import perfkit as pk
+
+    assert len(pk.__all__) <= 45, f"perfkit.__all__ has {len(pk.__all__)} names (at most 45)"
+    public = sorted(n for n, v in vars(pk).items() if not n.startswith("_") and not inspect.ismodule(v)
+                    and n != "annotations")
+    assert set(public) == set(pk.__all__) - {"__version__"}, "perfkit's top level defines names __all__ does not list"
+    missing = [n for n in pk.__all__ if not hasattr(pk, n)]
+    assert not missing, missing
+
+
+def test_each_chapter_has_one_folder_and_the_list_is_the_tocs():
+    import re
+
+    from perfkit.book.chapters import CHAPTERS
+
+    toc = re.findall(r"^\s*- file: chapters/(\w+)", (PACKAGE.parent / "_toc.yml").read_text(encoding="utf-8"), re.M)
+    assert list(CHAPTERS.values()) == toc
+    for folder, stem in CHAPTERS.items():
+        assert stem.split("_", 1)[1] == folder
+        assert (PACKAGE / "book" / folder / "__init__.py").is_file(), f"chapters/{stem}.md has no perfkit/book/{folder}/"
+    for gone in ("experiments", "plots", "interactive", "exercises", "verdict"):
+        assert not (PACKAGE / gone).exists(), f"perfkit/{gone}/ is back: a chapter's pieces live in perfkit/book/<chapter>/"

@@ -111,7 +111,7 @@ def test_calibrated_attaches_the_recorded_ceilings(tmp_path, monkeypatch):
 
 def test_recorded_gemms_are_validated_with_the_ceilings_recorded_beside_them(tmp_path, monkeypatch):
     _record_ceilings(tmp_path, monkeypatch, tflops=700.0, gbps=3000.0)
-    frames = pk.validation_frames(root=tmp_path)
+    frames = pk.validation.validation_frames(root=tmp_path)
     f = frames["ceiling_matmul on nvidia-h100-80gb-hbm3"]
     spec = pk.calibrated("H100-SXM", root=tmp_path)
     assert f["predicted_s"].iloc[0] == pytest.approx(pk.predict_gemm_time(8192, 8192, 8192, "bfloat16", spec))

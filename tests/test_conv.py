@@ -215,7 +215,7 @@ def test_first_layer_and_layout_effects_on_made_up_frames():
 
 @needs_deepbench
 def test_throughput_gain_pairs_shapes_that_differ_in_the_batch():
-    v100 = pk.published_counterparts("conv_deepbench")[V100]
+    v100 = pk.provenance.published_counterparts("conv_deepbench")[V100]
     gain = conv.throughput_gain(v100, 8, 16)
     assert 1.0 < gain < 2.0  # DeepBench's V100: a batch of 16 images is more efficient than 8
     made_up = pd.DataFrame([dict(v100.iloc[0], N=8, time_s=1.0), dict(v100.iloc[0], N=16, time_s=1.5)])
@@ -226,7 +226,7 @@ def test_throughput_gain_pairs_shapes_that_differ_in_the_batch():
 @needs_deepbench
 def test_the_model_against_deepbench_then():
     """The GEMM model of the implicit GEMMs against cuDNN's 2019 V100 times: same order of magnitude."""
-    then = pk.published_counterparts("conv_deepbench")
+    then = pk.provenance.published_counterparts("conv_deepbench")
     v100 = conv.predicted_published(then[V100], pk.device_spec("V100-SXM2"))
     assert v100["predicted_s"].notna().all() and pk.source_of(v100).kind == "published"
     assert 0.6 < conv.model_agreement(v100) <= 1
@@ -266,7 +266,7 @@ def test_figures_are_captioned_and_refuse_without_data(short_bench, capsys):
 
 @needs_deepbench
 def test_then_now_figure_draws_published_and_ours(short_bench, capsys):
-    then = pk.published_counterparts("conv_deepbench")
+    then = pk.provenance.published_counterparts("conv_deepbench")
     fig = book.convolutions.plot_conv_then_now({"ours": None, **then}, only="ours")
     assert "published by Baidu DeepBench" in _heading(fig)
     assert "Every shape drawn: ours has no data" in capsys.readouterr().out
@@ -280,7 +280,7 @@ def test_then_now_figure_draws_published_and_ours(short_bench, capsys):
 
 @needs_deepbench
 def test_speedups_of_convolutions_match_on_deepbenchs_columns():
-    then = pk.published_counterparts("conv_deepbench")
+    then = pk.provenance.published_counterparts("conv_deepbench")
     v100, p100 = then[V100], then["P100-PCIe, 2018"]
     out = pk.then_now.speedups(v100, p100, on=pk.then_now.CONV_SHAPE)
     assert len(out) == v100[pk.then_now.CONV_SHAPE].drop_duplicates().shape[0]

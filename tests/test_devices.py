@@ -41,7 +41,7 @@ def test_dense_not_sparse_peaks():
     ("NVIDIA A40", None),
 ])
 def test_driver_names(driver, entry):
-    assert pk.match_driver_name(driver) == entry
+    assert pk.devices.match_driver_name(driver) == entry
 
 
 def test_lookup_is_forgiving_but_unknown_names_fail_clearly():
@@ -88,7 +88,7 @@ def test_bad_dtypes():
         pk.canonical_dtype(16)
     with pytest.raises(ValueError, match="not supported"):
         pk.canonical_dtype(torch.complex64)
-    assert pk.torch_dtype("tf32") is torch.float32
+    assert pk.dtypes.torch_dtype("tf32") is torch.float32
 
 
 @pytest.mark.gpu

@@ -153,15 +153,15 @@ def test_batch_crossover_finds_where_the_asymptotes_meet():
     floor, peak = 50e-6, 100e12
     t = np.maximum(floor, 2.0 * M * N * K / peak)
     frame = pd.DataFrame({"M": M, "N": N, "K": K, "dtype": "float16", "time_s": t, "tflops": 2.0 * M * N * K / t / 1e12})
-    out = pk.batch_crossover(frame).iloc[0]
+    out = pk.roofline.batch_crossover(frame).iloc[0]
     assert out["crossover_batch"] == pytest.approx(floor * peak / (2 * M * K))
     assert out["best_tflops"] == pytest.approx(100) and out["max_batch"] == 4096
 
 
 @pytest.mark.published
 def test_batch_crossover_of_deepbench_v100_agrees_with_nvidias_rule():
-    v100 = pk.published_counterparts("fc_batch")["V100-SXM2, 2019"]
-    out = pk.batch_crossover(v100).iloc[0]
+    v100 = pk.provenance.published_counterparts("fc_batch")["V100-SXM2, 2019"]
+    out = pk.roofline.batch_crossover(v100).iloc[0]
     predicted = pk.math_bound_batch(4096, 4096, pk.device_spec("V100-SXM2"))
     assert 128 < predicted <= 160  # NVIDIA: "greater than 128" on V100
     assert predicted / 1.5 < out["crossover_batch"] < predicted * 1.5
@@ -211,7 +211,7 @@ def test_figures_are_captioned_and_refuse_without_data(short_bench, capsys):
 
 @pytest.mark.published
 def test_batch_figure_with_published_data_only_and_another_layer(capsys):
-    then = pk.published_counterparts("fc_batch")
+    then = pk.provenance.published_counterparts("fc_batch")
     h100 = pk.device_spec("H100-SXM")
     fig = book.fully_connected.plot_fc_batch(None, pk.provenance.missing("no GPU"), published=then, models=[h100])
     text = _heading(fig)

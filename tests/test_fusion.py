@@ -18,6 +18,7 @@ import torch  # noqa: E402
 
 import perfkit as pk  # noqa: E402
 from perfkit.book.registry import REGISTRY  # noqa: E402
+from perfkit import placement  # noqa: E402
 from perfkit.book import measure as common  # noqa: E402
 from perfkit.book.memory_limited import fusion as fu  # noqa: E402
 from perfkit.measurement import Measurement  # noqa: E402
@@ -161,9 +162,9 @@ def test_the_chain_function_is_the_chain():
 def test_a_cpu_bench_runs_on_one_thread_and_restores_the_count():
     threads = torch.get_num_threads()
     seen = []
-    m = common.lean_bench(lambda: seen.append(torch.get_num_threads()), "cpu", "threads")
+    m = placement.lean_bench(lambda: seen.append(torch.get_num_threads()), "cpu", "threads")
     assert m.median > 0 and set(seen) == {1} and torch.get_num_threads() == threads
-    with pytest.raises(ZeroDivisionError), common.one_cpu_thread("cpu"):
+    with pytest.raises(ZeroDivisionError), placement.one_cpu_thread("cpu"):
         1 / 0
     assert torch.get_num_threads() == threads
 

@@ -118,7 +118,7 @@ def test_old_name_of_the_table_still_works_with_a_warning():
     import perfkit as pk
 
     with pytest.warns(DeprecationWarning, match="TILE_SHAPE_FACTORS"):
-        assert pk.TILE_EFFICIENCY is TILE_SHAPE_FACTORS
+        assert pk.gemm_model.TILE_EFFICIENCY is TILE_SHAPE_FACTORS
 
 
 def test_auto_tile_picks_nvidia_figure_5_shape():

@@ -19,7 +19,7 @@ def test_nvidia_table1_intensities_follow_from_the_byte_model():
     assert E / relu == pytest.approx(0.25)
     pool = pk.layer_bytes("maxpool", SHAPE, "float16", kernel_size=3, stride=1, padding=1, indices_itemsize=0)
     assert 9 * E / pool == pytest.approx(2.25)
-    ops = {op.name: op.intensity for op in pk.nvidia_example_operations("float16")}
+    ops = {op.name: op.intensity for op in pk.roofline.nvidia_example_operations("float16")}
     assert ops["ReLU"] == pytest.approx(0.25) and ops["Max pool 3×3, stride 1"] == pytest.approx(2.25)
 
 
@@ -59,8 +59,8 @@ def test_layernorm_counts_rows_and_features():
 
 def test_pooling_reads_input_writes_output():
     s = 2
-    out = math.prod(pk.pool_output_shape(SHAPE, 3, 2, 1))  # ResNet's 3×3/2 pool: 56 → 28
-    assert pk.pool_output_shape(SHAPE, 3, 2, 1) == (32, 64, 28, 28)
+    out = math.prod(pk.memory_model.pool_output_shape(SHAPE, 3, 2, 1))  # ResNet's 3×3/2 pool: 56 → 28
+    assert pk.memory_model.pool_output_shape(SHAPE, 3, 2, 1) == (32, 64, 28, 28)
     # inference (no indices) vs training (PyTorch writes int64 argmax indices for the backward)
     assert pk.layer_bytes("maxpool", SHAPE, "float16", kernel_size=3, stride=2, padding=1,
                           indices_itemsize=0) == s * (E + out)

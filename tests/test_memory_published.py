@@ -277,16 +277,16 @@ def test_figures_of_the_published_tables():
 def test_absent_tables_give_one_note_and_the_model(monkeypatch, tmp_path):
     monkeypatch.setenv("PERFKIT_PUBLISHED", str(tmp_path))  # an empty published-data folder
     assert pk.published_or_none("liger_memory_bound") is None
-    text = " ".join(str(pk.display.absent_note("liger_memory_bound", "gpu_benches_stream")).split())
+    text = " ".join(str(pk.published_data.absent_note("liger_memory_bound", "gpu_benches_stream")).split())
     assert "liger_memory_bound, gpu_benches_stream are not here" in text
     assert " ".join(pk.published_data.HOW_TO_GET.split()) in text and "model's prediction" in text
     assert not hasattr(tp, "absent_note") and not hasattr(mp, "absent_note")  # one note, in perfkit.display
     curve = tp.small_kernel_sweep(pk.published_or_none("gpu_benches_small_kernels"), model=H200)
     assert curve["variant"].eq("model").all() and curve.attrs["model_of"] == "H200"
     with pytest.raises(LookupError, match="unknown published source"):
-        pk.display.absent_note("liger")
+        pk.published_data.absent_note("liger")
 
 
 def test_an_absent_note_is_none_when_the_tables_are_here():
     _needs("liger_memory_bound")
-    assert pk.display.absent_note("liger_memory_bound") is None
+    assert pk.published_data.absent_note("liger_memory_bound") is None

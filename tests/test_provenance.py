@@ -11,7 +11,8 @@ import torch
 import perfkit as pk
 from perfkit.book.registry import REGISTRY, register
 from perfkit.calibration import recorded_ceilings
-from perfkit.provenance import Source, caption, from_meta, live, missing, modelled, run_or_load, source_of
+from perfkit.book.run import run_or_load
+from perfkit.provenance import Source, caption, from_meta, live, missing, modelled, source_of
 
 H100 = "NVIDIA H100 80GB HBM3"
 RECORDED = {"device_name": H100, "recorded_at": "2026-11-20T10:00:00+00:00", "complete": True}

@@ -65,7 +65,7 @@ def test_every_pair_loads_with_its_metadata(gpu, kind):
     assert meta["published_by"] == "Baidu DeepBench" and meta["published_detail"] == DETAIL[gpu, kind]
     assert meta["licence"] == "Apache-2.0" and meta["complete"] is True
     assert meta["source_commit"] == "da81ba7820739e2e506dc27f382d15be5479f98f"
-    assert pk.match_driver_name(meta["device_name"]) == device
+    assert pk.devices.match_driver_name(meta["device_name"]) == device
     assert list(df.columns) == list(meta["columns"]) and meta["rows"] == len(df)
     assert df.groupby("dtype").size().to_dict() == {"float32": KINDS[kind], "float16": KINDS[kind]}
     assert set(df["sheet"]) == set(meta["sheets"])
@@ -168,14 +168,14 @@ def test_the_gpu_as_a_device_spec():
 
 @needs_published
 def test_published_all_gives_one_frame_per_gpu():
-    frames = pk.published_all("deepbench_conv")
+    frames = pk.published_data.published_all("deepbench_conv")
     assert [f.attrs["meta"]["device"] for f in frames] == ["V100-SXM2", "P100-PCIe"]
     assert all(len(f) == 2 * KINDS["conv"] for f in frames)
     both = _db("conv")
     assert len(both) == 4 * KINDS["conv"] and set(both["device"]) == {"V100-SXM2", "P100-PCIe"}
     assert both.attrs["meta"]["device"] is None and both.attrs["meta"]["device_name"] == "V100, P100"
     with pytest.raises(LookupError, match="unknown published source 'lstm'"):
-        pk.published_all("lstm")
+        pk.published_data.published_all("lstm")
 
 
 @needs_published
@@ -233,7 +233,7 @@ def test_a_missing_folder_names_the_variable_and_the_fetch_command(tmp_path, mon
     assert not has_published("xla_h100_gemm")
     table = pk.published_sources()
     assert not table["available"].any() and table["rows"].isna().all() and len(table) == len(CATALOG)
-    assert pk.published_counterparts("gemm_sizes") == {}  # figures draw the model instead
+    assert pk.provenance.published_counterparts("gemm_sizes") == {}  # figures draw the model instead
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(PublishedDataMissing, match=r"'deepgemm_fp8' \(modern/deepgemm_h800_fp8.csv\) is not in"):

@@ -223,7 +223,7 @@ def test_the_cpu_stand_in_is_the_experiment_on_the_cpu_labelled_by_its_own_metad
     assert source.kind == "live" and pk.current_device().label in str(source)
     assert len(frame) and set(frame["dtype"]) == {"float32"} and set(frame["model"]) == {"lstm_lm"}
     fig = pk.book.check_your_model.plot_fix_savings(frame)  # no source: the frame's own label
-    assert not isinstance(fig, pk.Note)
+    assert not isinstance(fig, pk.display.Note)
     heading = " ".join(" ".join([fig._suptitle.get_text() if fig._suptitle else ""]
                                 + [ax.get_title() for ax in fig.axes]).split())
     assert str(source) in heading

@@ -23,7 +23,7 @@ from perfkit.units import TERA, format_time  # noqa: E402
 from figure_helpers import steps as _steps  # noqa: E402
 
 H100, V100, A100 = (pk.device_spec(n) for n in ("H100-SXM", "V100-SXM2", "A100-SXM4-80GB"))
-OPS = pk.nvidia_example_operations("float16")
+OPS = pk.roofline.nvidia_example_operations("float16")
 
 
 
@@ -41,7 +41,7 @@ def test_roofline_by_device_places_every_operation_on_every_roof():
     assert list(fig.figure.data[2].x) == pytest.approx([op.intensity for op in OPS], rel=1e-4)
     for (label, (data, layout)), spec in zip(steps, known):
         ys = data["y"][2]
-        assert ys == pytest.approx([pk.attainable_flops(op.intensity, spec, "float16") / TERA for op in OPS],
+        assert ys == pytest.approx([pk.roofline.attainable_flops(op.intensity, spec, "float16") / TERA for op in OPS],
                                    rel=1e-4)
         bounds = [pk.roofline_time(op.flops, op.bytes, spec, "float16")[1] for op in OPS]
         assert data["text"][2] == [f"{op.name}: {b}" for op, b in zip(OPS, bounds)]
@@ -86,7 +86,7 @@ def test_roofline_by_device_with_chosen_devices_and_bad_input():
     with pytest.raises(TypeError, match="operations"):
         background.roofline_by_device([1, 2])
     with pytest.raises(ValueError, match="FLOPs"):
-        background.roofline_by_device([pk.Operation("copy", 0, 1e6)])
+        background.roofline_by_device([pk.roofline.Operation("copy", 0, 1e6)])
     with pytest.raises(TypeError, match="devices"):
         background.roofline_by_device(devices="H100-SXM")
     with pytest.raises(ValueError, match="at least one"):
@@ -105,12 +105,12 @@ def test_gemm_batch_roofline_moves_the_gemm_along_each_roof():
     crossing = {s.name: pk.math_bound_batch(1024, 4096, s) for s in (V100, H100)}
     assert set(crossing.values()) <= set(batches)
     for n, (data, layout) in zip(batches, [args for _, args in steps]):
-        op = pk.gemm_operation(4096, n, 1024, "float16")
+        op = pk.roofline.gemm_operation(4096, n, 1024, "float16")
         for i, spec in enumerate((V100, H100)):
             t, bound = pk.roofline_time(op.flops, op.bytes, spec, "float16")
             point = 4 + i  # two traces per roof (line, ridge), then one point per device
             assert data["x"][point] == pytest.approx([pk.arithmetic_intensity(4096, n, 1024, "float16")], rel=1e-4)
-            assert data["y"][point] == pytest.approx([pk.attainable_flops(op.intensity, spec, "float16") / TERA],
+            assert data["y"][point] == pytest.approx([pk.roofline.attainable_flops(op.intensity, spec, "float16") / TERA],
                                                      rel=1e-4)
             assert data["text"][point] == [f"{spec.name}: {bound}, {format_time(t)}"]
             assert (bound == "math") == (n >= crossing[spec.name])
@@ -148,7 +148,7 @@ def _boxes(fig, texts):
 @pytest.mark.parametrize("specs", [[pk.current_device(), H100], [H100, A100], [V100, H100]],
                          ids=["this-device+H100", "H100+A100", "V100+H100"])
 def test_plot_roofline_labels_do_not_overlap_and_points_are_inside(specs):
-    fig = pk.plot_roofline(OPS, specs, "float16")
+    fig = pk.book.background.plot_roofline(OPS, specs, "float16")
     (ax,) = fig.axes
     names = [t for t in ax.texts if t.get_text() in {op.name for op in OPS}]
     assert len(names) == len(OPS)
@@ -168,7 +168,7 @@ def test_plot_roofline_labels_do_not_overlap_and_points_are_inside(specs):
 
 
 def test_plot_roofline_names_an_operation_it_cannot_draw():
-    fig = pk.plot_roofline(OPS + [pk.Operation("copy", 0, 1e6)], H100)
+    fig = pk.book.background.plot_roofline(OPS + [pk.roofline.Operation("copy", 0, 1e6)], H100)
     (ax,) = fig.axes
     notes = [t.get_text() for t in ax.texts if "not drawn" in t.get_text()]
     assert notes and "copy" in notes[0]
@@ -230,7 +230,7 @@ def test_per_wave_none_in_none_out():
 
     assert per_wave(None) is None
     assert per_wave(pd.DataFrame(columns=["waves", "time_s"])) is None
-    assert isinstance(pk.table(per_wave(None), "no recording", instead="the model above"), pk.Note)
+    assert isinstance(pk.table(per_wave(None), "no recording", instead="the model above"), pk.display.Note)
 
 
 def test_per_wave_medians_and_steps_in_one_wave_times():

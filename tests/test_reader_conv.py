@@ -329,7 +329,7 @@ def test_analyses_are_none_in_none_out():
     on = pk.then_now.CONV_SHAPE
     assert pk.then_now.speedups(None, _v100_published(), on=on) is None
     assert pk.then_now.speedups(_v100_published(), None, on=on) is None
-    assert isinstance(pk.table(conv.for_reader(None), "no recording"), pk.Note)
+    assert isinstance(pk.table(conv.for_reader(None), "no recording"), pk.display.Note)
 
 
 def test_for_reader_names_columns_with_units():

@@ -198,11 +198,11 @@ def test_plausible_answers(ex_id, given, status):
 
 
 def test_findings_without_data_say_no_data_yet():
-    table = pk.verdict_table(verdict_fc.findings({name: None for name in verdict_fc.EXPERIMENTS}))
+    table = pk.book.verdict.verdict_table(verdict_fc.findings({name: None for name in verdict_fc.EXPERIMENTS}))
     assert len(table) == 8 == len(verdict_fc.RULES)
     assert (table["now"] == "—").all() and (table["verdict"] == "no data yet").all()
     assert (table["then"] == "—").all()  # no published frame either
-    assert (pk.verdict_table(verdict_fc.findings({}))["verdict"] == "no data yet").all()
+    assert (pk.book.verdict.verdict_table(verdict_fc.findings({}))["verdict"] == "no data yet").all()
 
 
 @pytest.mark.published
@@ -213,7 +213,7 @@ def test_frames_are_recorded_or_published_only():
         assert frames[name] is None or frames[name].attrs["meta"].get("device_kind") == "gpu"
     then = frames[verdict_fc.PUBLISHED]
     assert then.attrs["meta"]["published_by"] == "Baidu DeepBench"
-    table = pk.verdict_table(verdict_fc.findings(frames))
+    table = pk.book.verdict.verdict_table(verdict_fc.findings(frames))
     fold = verdict_fc.crossover_fold(then, V100)
     assert table.loc[1, "then"] == f"{fold:.2f}" and 0.67 < fold <= 1  # DeepBench's crossover ≈ the roofline's
     assert table.loc[2, "then"] == "—"  # DeepBench has no TF32
@@ -260,7 +260,7 @@ def test_findings_on_frames_with_known_effects():
     predicted = pk.math_bound_batch(4096, 4096, H100)
     frames = {"fc_passes": _passes(0.9), "fc_batch": _batch_with_crossover(predicted / 2.5),
               "fc_features": _features(50.0, 99.0), "vocab_padding": _vocab(1.0)}
-    table = pk.verdict_table(verdict_fc.findings(frames)).set_index("rule")
+    table = pk.book.verdict.verdict_table(verdict_fc.findings(frames)).set_index("rule")
     assert table.loc["A layer is three GEMMs", ["now", "verdict"]].tolist() == ["0.90", "holds"]
     assert table.loc["Batch > 128 (V100)", ["now", "verdict"]].tolist() == ["0.40", "weaker"]
     assert table.loc["Larger batches are more efficient", "verdict"] == "holds"
@@ -269,7 +269,7 @@ def test_findings_on_frames_with_known_effects():
     assert table.loc["Pad the vocabulary to ×8", ["now", "verdict"]].tolist() == ["1.00", "gone"]
     # A layer whose time is not its GEMMs', and a crossover at the roofline's batch:
     frames = {"fc_passes": _passes(0.4), "fc_batch": _batch_with_crossover(predicted)}
-    table = pk.verdict_table(verdict_fc.findings(frames)).set_index("rule")
+    table = pk.book.verdict.verdict_table(verdict_fc.findings(frames)).set_index("rule")
     assert table.loc["A layer is three GEMMs", "verdict"] == "gone"
     assert table.loc["Batch > 128 (V100)", ["now", "verdict"]].tolist() == ["1.00", "holds"]
     assert table.loc["Batch > 128 (V100)", ["evidence", "now_from"]].tolist() == [
@@ -282,7 +282,7 @@ def test_a_tf32_sweep_is_judged_against_the_tf32_ridge():
     tf32 = fp16.assign(dtype="tf32", time_s=2 * fp16["time_s"], tflops=fp16["tflops"] / 2)
     both = pd.concat([fp16, tf32], ignore_index=True)
     both.attrs = fp16.attrs
-    table = pk.verdict_table(verdict_fc.findings({"fc_batch": both})).set_index("rule")
+    table = pk.book.verdict.verdict_table(verdict_fc.findings({"fc_batch": both})).set_index("rule")
     # Half the FLOP/s and twice the bytes: the same crossover batch in TF32.
     assert pk.math_bound_batch(4096, 4096, H100, "tf32") == pk.math_bound_batch(4096, 4096, H100)
     assert table.loc["… and in TF32", ["now", "verdict"]].tolist() == ["1.00", "holds"]
@@ -290,20 +290,20 @@ def test_a_tf32_sweep_is_judged_against_the_tf32_ridge():
 
 
 def test_rules_nothing_measured_rest_on_published_h100_rows_or_the_model():
-    table = pk.verdict_table(verdict_fc.findings({}, instead=verdict_fc.alternatives({}))).set_index("rule")
+    table = pk.book.verdict.verdict_table(verdict_fc.findings({}, instead=verdict_fc.alternatives({}))).set_index("rule")
     assert (table["evidence"] == "model").all() and table["verdict"].str.startswith("predicted: ").all()
     predicted = verdict_fc.predicted_sweep(H100)
     assert table.loc["Batch > 128 (V100)", "now"] == f"{verdict_fc.crossover_fold(predicted, H100):.2f}"
     if not pk.published_data.has_published("xla_h100_gemm"):
         pytest.skip(pk.published_data.HOW_TO_GET)
     modern = verdict_fc.modern_frames()
-    table = pk.verdict_table(verdict_fc.findings({}, instead=verdict_fc.alternatives(modern))).set_index("rule")
+    table = pk.book.verdict.verdict_table(verdict_fc.findings({}, instead=verdict_fc.alternatives(modern))).set_index("rule")
     rows = ["Batch > 128 (V100)", "… and in TF32", "Larger batches are more efficient"]
     assert (table.loc[rows, "evidence"] == "published").all()
     assert (table.loc[rows, "now_from"] == "published by OpenXLA, measured on H100-SXM (2025)").all()
     assert (table.drop(index=rows)["evidence"] == "model").all()  # nothing about alignment from XLA
     sweep = verdict_fc.h100_sweep(modern["xla_h100_gemm"])
-    crossing = pk.batch_crossover(sweep).iloc[0]
+    crossing = pk.roofline.batch_crossover(sweep).iloc[0]
     fold = crossing["crossover_batch"] / pk.math_bound_batch(4096, 4096, H100, "bfloat16")
     assert table.loc["Batch > 128 (V100)", "now"] == f"{min(fold, 1 / fold):.2f}"
     at_256 = sweep.loc[sweep["N"] == 256, "tflops"].iloc[0]
@@ -331,7 +331,7 @@ def test_published_batch_sweeps_read_one_small_dimension_as_the_batch():
 def test_a_cpu_run_is_never_now():
     cpu = fc_exp.fc_batch(device="cpu", in_features=64, out_features=64, batches=(1, 16), progress=False)
     assert cpu.attrs["meta"]["device_kind"] == "cpu"
-    table = pk.verdict_table(verdict_fc.findings({"fc_batch": cpu}))
+    table = pk.book.verdict.verdict_table(verdict_fc.findings({"fc_batch": cpu}))
     assert (table["verdict"] == "no data yet").all()
     with pytest.raises(TypeError, match="frames"):
         verdict_fc.findings([cpu])
@@ -356,7 +356,7 @@ def test_analyses_pass_none_through():
     assert fc_analysis.crossovers({"ours": None}) is None
     assert fc_analysis.batch_speedups(None, pk.published("deepbench_gemm", "V100-SXM2")) is None
     note = pk.table(fc_analysis.overhead_table(None), "no GPU here", instead="the CPU run below")
-    assert isinstance(note, pk.Note) and note.instead == "the CPU run below"
+    assert isinstance(note, pk.display.Note) and note.instead == "the CPU run below"
 
 
 def test_reader_tables_have_words_and_seconds():
@@ -378,7 +378,7 @@ def test_reader_tables_have_words_and_seconds():
 
 @pytest.mark.published
 def test_crossovers_of_deepbench_and_of_a_recording():
-    v100 = pk.published_counterparts("fc_batch")["V100-SXM2, 2019"]
+    v100 = pk.provenance.published_counterparts("fc_batch")["V100-SXM2, 2019"]
     predicted = pk.math_bound_batch(4096, 4096, H100)
     table = fc_analysis.crossovers({"DeepBench": v100, "ours": _batch_with_crossover(predicted / 2), "none": None})
     assert list(table["data"]) == ["DeepBench", "ours"] and list(table["device"]) == ["V100-SXM2", "H100-SXM"]
@@ -423,7 +423,7 @@ def test_frame_device_reads_the_metadata_like_the_verdicts():
 
 @pytest.mark.published
 def test_reader_tables_show_seconds_in_the_unit_the_chapter_asks():
-    v100 = pk.published_counterparts("fc_batch")["V100-SXM2, 2019"]
+    v100 = pk.provenance.published_counterparts("fc_batch")["V100-SXM2, 2019"]
     table = pk.table(fc_analysis.crossovers({"DeepBench": v100}), seconds={"fastest_s": "µs"},
                      formats={"fastest (µs)": "{:.0f}"})
     assert "fastest (µs)" in table.shown.columns and "fastest_s" in table.frame.columns

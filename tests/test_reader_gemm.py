@@ -250,7 +250,7 @@ def test_answers_are_judged_with_the_right_message(ex_id, given, status, says):
 
 def test_no_frames_means_no_data_yet_for_every_rule():
     for frames in ({}, {name: None for name in (*vgemm.EXPERIMENTS, vgemm.PUBLISHED)}):
-        table = pk.verdict_table(vgemm.findings(frames))
+        table = pk.book.verdict.verdict_table(vgemm.findings(frames))
         assert len(table) == 6
         assert (table["now"] == "—").all() and (table["then"] == "—").all()
         assert (table["verdict"] == "no data yet").all()
@@ -265,22 +265,22 @@ def test_frames_are_recorded_or_published_never_live():
         assert frame is None or (not frame.attrs["meta"].get("live")
                                  and frame.attrs["meta"].get("device_kind") == "gpu")
     assert frames[vgemm.PUBLISHED].attrs["meta"]["published_by"] == "Baidu DeepBench"
-    table = pk.verdict_table(vgemm.findings(frames))
+    table = pk.book.verdict.verdict_table(vgemm.findings(frames))
     assert ((table["now"] == "—") == (table["verdict"] == "no data yet")).all()
 
 
 def test_then_comes_from_deepbench_v100():
     published = pk.published("deepbench_gemm", "V100-SXM2")
-    table = pk.verdict_table(vgemm.findings({vgemm.PUBLISHED: published})).set_index("rule")
+    table = pk.book.verdict.verdict_table(vgemm.findings({vgemm.PUBLISHED: published})).set_index("rule")
     then = table["then"]
     assert (then != "—").sum() == 4
     assert then["Tile quantization"] == then["Wave quantization"] == "—"
     # The chapter's own then-vs-now numbers: above 100 GFLOP vs below 1 GFLOP, N = 128 vs 16.
-    v100 = pk.published_counterparts("gemm_sizes")["V100-SXM2, 2019"]
+    v100 = pk.provenance.published_counterparts("gemm_sizes")["V100-SXM2, 2019"]
     work = 2 * v100["M"] * v100["N"] * v100["K"]
     ratio = v100[work >= 1e11]["tflops"].median() / v100[work <= 1e9]["tflops"].median()
     assert then["Bigger GEMMs are more efficient"] == f"{ratio:.1f}"
-    small = pk.published_counterparts("gemm_small_n")["V100-SXM2, 2019"].set_index("N")["time_s"]
+    small = pk.provenance.published_counterparts("gemm_small_n")["V100-SXM2, 2019"].set_index("N")["time_s"]
     assert then["Small minibatch is memory-bound"] == f"{8 * small[16] / small[128]:.1f}"
     skinny = pk.then_now.layout_spread(pk.then_now.counterpart("gemm_transposes", published))
     skinny = skinny[(skinny["M"] == 2560) & (skinny["K"] == 2560) & (skinny["N"] <= 128)]
@@ -289,7 +289,7 @@ def test_then_comes_from_deepbench_v100():
 
 
 def _verdicts(**frames) -> dict[str, str]:
-    table = pk.verdict_table(vgemm.findings(frames))
+    table = pk.book.verdict.verdict_table(vgemm.findings(frames))
     return dict(zip(table["rule"], table["verdict"]))
 
 
@@ -332,7 +332,7 @@ def test_a_cpu_or_published_frame_is_never_now(short_bench):
     with pytest.raises(ValueError, match="CPU"):
         vgemm.findings({"gemm_transposes": cpu})
     with pytest.raises(ValueError, match="published"):
-        vgemm.findings({"gemm_small_n": pk.published_counterparts("gemm_small_n")["V100-SXM2, 2019"]})
+        vgemm.findings({"gemm_small_n": pk.provenance.published_counterparts("gemm_small_n")["V100-SXM2, 2019"]})
     with pytest.raises(TypeError, match="frames"):
         vgemm.findings([cpu])
     # The computation itself is the same on any frame of the experiment's columns.
@@ -340,9 +340,9 @@ def test_a_cpu_or_published_frame_is_never_now(short_bench):
     bare.attrs = {}
     spread = pk.then_now.layout_spread(bare)["spread"].max()
     assert vgemm.layout_effect(bare) == pytest.approx(spread)
-    row = pk.verdict_table(vgemm.findings({"gemm_transposes": bare})).set_index("rule").loc["Prefer NN over TN"]
+    row = pk.book.verdict.verdict_table(vgemm.findings({"gemm_transposes": bare})).set_index("rule").loc["Prefer NN over TN"]
     assert row["now"] == f"{spread:.2f}" and row["unit"] == "×"
-    assert row["verdict"] == pk.judge(spread, holds_at=1.3, gone_below=1.1)
+    assert row["verdict"] == pk.book.verdict.judge(spread, holds_at=1.3, gone_below=1.1)
 
 
 def test_the_verdict_cell_is_computed_not_typed():
@@ -364,7 +364,7 @@ def test_small_n_effect_needs_both_minibatches():
 
 @pytest.mark.published
 def test_analysis_functions_pass_no_recording_through_as_none():
-    v100 = pk.published_counterparts("gemm_small_n")["V100-SXM2, 2019"]
+    v100 = pk.provenance.published_counterparts("gemm_small_n")["V100-SXM2, 2019"]
     assert pk.book.gemm.experiments.alignment_penalty(None) is None
     assert pk.book.gemm.experiments.alignment_summary(None) is None
     assert pk.book.gemm.experiments.size_throughput(None) is None
@@ -373,7 +373,7 @@ def test_analysis_functions_pass_no_recording_through_as_none():
     # ...so the chapter's table cell shows a note saying what is shown instead.
     note = pk.table(pk.book.gemm.experiments.alignment_summary(None), pk.provenance.missing("no GPU"),
                     instead="the verdict")
-    assert isinstance(note, pk.Note) and note.instead == "the verdict"
+    assert isinstance(note, pk.display.Note) and note.instead == "the verdict"
 
 
 def test_alignment_summary_is_seconds_shown_in_microseconds_with_the_penalty():
@@ -405,7 +405,7 @@ def test_size_throughput_is_the_smallest_and_best_of_a_sweep():
 
 @pytest.mark.published
 def test_speedup_table_is_speedups_in_seconds():
-    v100 = pk.published_counterparts("gemm_small_n")["V100-SXM2, 2019"]
+    v100 = pk.provenance.published_counterparts("gemm_small_n")["V100-SXM2, 2019"]
     now = small_n_frame()
     out = pk.then_now.speedup_table(now, v100)
     raw = pk.then_now.speedups(now, v100)

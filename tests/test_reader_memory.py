@@ -237,7 +237,7 @@ ALL = ("activation_sizes", "batchnorm_sizes", "pool_sizes", "fusion_chains", "co
 
 def test_no_frames_no_data_yet():
     for frames in ({}, dict.fromkeys(ALL)):
-        table = pk.verdict_table(verdict.findings(frames))
+        table = pk.book.verdict.verdict_table(verdict.findings(frames))
         assert len(table) == 10
         assert (table["now"] == "—").all() and (table["then"] == "—").all()
         assert (table["verdict"] == "no data yet").all()
@@ -272,7 +272,7 @@ def test_known_effects_give_the_expected_verdicts(model_frames):
     saved = fusion.fusion_savings(model_frames["fusion_chains"])
     both = saved[saved["phase"] == "forward+backward"]
     assert math.isclose(e["fusion_gain"], both["predicted_speedup"].median(), rel_tol=1e-9)
-    verdicts = pk.verdict_table(verdict.findings(model_frames)).set_index("rule")["verdict"]
+    verdicts = pk.book.verdict.verdict_table(verdict.findings(model_frames)).set_index("rule")["verdict"]
     assert verdicts["Time is bytes"] == "holds"
     assert verdicts["Large tensors stream at copy speed"] == "holds"
     assert verdicts["Small tensors are launch-bound"] == "holds"
@@ -291,7 +291,7 @@ def test_half_the_bandwidth_is_weaker_and_a_slow_op_breaks_the_line(model_frames
         0.3 * pk.achievable_ceilings(H100).bandwidth)
     e = verdict.activation_effects(acts, pk.achievable_ceilings(H100).bandwidth)
     assert math.isclose(e["spread"], 0.3, rel_tol=0.05)
-    table = pk.verdict_table(verdict.findings({"activation_sizes": acts})).set_index("rule")
+    table = pk.book.verdict.verdict_table(verdict.findings({"activation_sizes": acts})).set_index("rule")
     assert table.loc["Time is bytes", "verdict"] == "gone"
 
 
@@ -306,7 +306,7 @@ def cpu_runs():
 
 def test_cpu_frames_are_never_now(cpu_runs):
     assert all(f.attrs["meta"]["device_kind"] == "cpu" for f in cpu_runs.values())
-    table = pk.verdict_table(verdict.findings(cpu_runs))
+    table = pk.book.verdict.verdict_table(verdict.findings(cpu_runs))
     assert (table["verdict"] == "no data yet").all()
     assert verdict.gpu_of(cpu_runs["pool_sizes"]) is None
 
@@ -351,7 +351,7 @@ def test_analyses_are_none_in_none_out():
     assert memory.batchnorm_bytes(None, 1e9) is None
     assert fusion.fusion_savings(None) is None and convnet.memory_share(None) is None
     assert memory.for_reader(None) is None
-    assert isinstance(pk.table(memory.for_reader(memory.bandwidth_fit(None)), "no recording"), pk.Note)
+    assert isinstance(pk.table(memory.for_reader(memory.bandwidth_fit(None)), "no recording"), pk.display.Note)
 
 
 def test_batchnorm_bytes_without_a_ceiling_is_none(cpu_runs):

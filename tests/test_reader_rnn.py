@@ -32,7 +32,7 @@ needs_deepbench = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def published():
-    return {"gemms": pk.published_counterparts("gemm_sizes"), "layers": pk.published_counterparts("rnn_cudnn")}
+    return {"gemms": pk.provenance.published_counterparts("gemm_sizes"), "layers": pk.provenance.published_counterparts("rnn_cudnn")}
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,7 @@ def test_published_points_appear_where_their_shape_is(step, published):
 
 def test_on_chip_note_follows_the_persistent_plan(step):
     notes = [s["args"][1]["annotations[0].text"].replace("<br>", " ") for s in _steps(step)]
-    plan = pk.persistent_rnn_plan(1024, 1, sms=132, smem_per_block_bytes=227 * 1024)
+    plan = pk.kernels.persistent_rnn_plan(1024, 1, sms=132, smem_per_block_bytes=227 * 1024)
     assert f"H100-SXM: {plan.blocks} blocks × {plan.rows_per_block} rows" in notes[0]
     assert "H100-SXM: does not fit (H ≤ 3824)" in notes[2]  # 4096 > max_persistent_hidden
     lstm = interactive.recurrent_step(cell="lstm", hidden=[1024, 2048])
@@ -165,7 +165,7 @@ def test_problem_answers_come_from_perfkit():
     assert exercises.answer("rnn-2") == p.waves * h100.sms - p.tiles * p.split_k
     assert exercises.answer("rnn-3") == pytest.approx(pk.gemm_flops(3 * 2816, 32, 2816) * 1500 / _gru_s() / 1e12,
                                                       rel=1e-3)
-    largest = pk.max_persistent_hidden(sms=132, smem_per_block_bytes=227 * 1024)
+    largest = pk.kernels.max_persistent_hidden(sms=132, smem_per_block_bytes=227 * 1024)
     assert exercises.answer("rnn-4") == largest // 2
     assert exercises.answer("rnn-5") == pk.explain_gemm(1024, 1, 256, "float16", h100).bound
     assert pk.explain_gemm(2560, 32, 2560, "float16", v100).tiles == v100.sms  # the V100 slip really is 0
@@ -211,9 +211,9 @@ def test_problem_5_slips():
 
 
 def test_no_frames_means_no_data_yet():
-    table = pk.verdict_table(verdicts.findings(dict.fromkeys(verdicts.KEYS)))
+    table = pk.book.verdict.verdict_table(verdicts.findings(dict.fromkeys(verdicts.KEYS)))
     assert (table["now"] == "—").all() and (table["verdict"] == "no data yet").all()
-    assert len(pk.verdict_table(verdicts.findings({}))) == len(table) == 11
+    assert len(pk.book.verdict.verdict_table(verdicts.findings({}))) == len(table) == 11
 
 
 @needs_deepbench
@@ -224,7 +224,7 @@ def test_frames_are_recorded_and_published_only():
         f = frames[name]
         assert f is None or f.attrs["meta"].get("device_kind") == "gpu" and not f.attrs["meta"].get("live")
     assert pk.source_of(frames["published_gemm"]).kind == "published"
-    table = pk.verdict_table(verdicts.findings(frames))
+    table = pk.book.verdict.verdict_table(verdicts.findings(frames))
     then = verdicts.effects(frames)["then_combine"]
     assert table.loc[0, "then"] == f"{then:.2f}" and then > 5  # the V100's N = 7000 vs 16
 
@@ -311,7 +311,7 @@ def test_analyses_pass_none_through():
     assert analysis.layer_count(None) is None and analysis.layer_count(layers) == 1
     assert analysis.layout_table(None) is None
     note = pk.table(analysis.batch_effects(None), "no GPU here", instead="the model, above")
-    assert isinstance(note, pk.Note) and note.instead == "the model, above"
+    assert isinstance(note, pk.display.Note) and note.instead == "the model, above"
 
 
 def test_layout_table_reads_the_recurrent_gemms_of_a_gemm_frame():
@@ -367,7 +367,7 @@ def test_persistent_summary_gives_ratios_and_refusals():
 
 @needs_deepbench
 def test_layer_speedups_pair_the_same_layers():
-    v100 = pk.published_counterparts("rnn_cudnn", dtype="float16")["V100-SXM2, 2019"]
+    v100 = pk.provenance.published_counterparts("rnn_cudnn", dtype="float16")["V100-SXM2, 2019"]
     ours = v100.iloc[:3].assign(time_s=v100["time_s"].iloc[:3] / 4)
     table = analysis.layer_speedups(ours, v100)
     assert list(table.columns) == ["cell", "H", "batch", "T", "then_s", "now_s", "speedup (×)"]

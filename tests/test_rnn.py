@@ -83,7 +83,7 @@ def test_combine_time_rows():
     assert len(per_step) == len(combined) and set(frame["cell"]) == {"rnn", "gru", "lstm"}
     assert (per_step["gemms"] == per_step["timesteps"]).all() and (per_step["N"] == per_step["batch"]).all()
     assert (combined["N"] == combined["batch"] * combined["timesteps"]).all() and (combined["gemms"] == 1).all()
-    assert (frame["M"] == frame["cell"].map(pk.RNN_GATES) * frame["hidden"]).all()
+    assert (frame["M"] == frame["cell"].map(pk.shapes.RNN_GATES) * frame["hidden"]).all()
     speed = rnn.combine_speedup(frame)
     assert len(speed) == len(combined) and (speed["columns"] == speed["batch"] * speed["timesteps"]).all()
     assert speed["speedup"].to_numpy() == pytest.approx((speed["per_step_s"] / speed["combined_s"]).to_numpy())
@@ -250,7 +250,7 @@ def test_figures_of_cpu_runs_are_labelled_and_none_without_data(name, plot, caps
 
 @needs_deepbench
 def test_published_figures_draw_without_ours(capsys):
-    then = pk.published_counterparts("rnn_cudnn", dtype="float16")
+    then = pk.provenance.published_counterparts("rnn_cudnn", dtype="float16")
     fig = book.recurrent.plot_rnn_then_now({"ours": None, **then})
     assert "Baidu DeepBench" in " ".join(fig.axes[0].get_title().split())
     assert book.recurrent.plot_layer_minibatch(then) is not None
@@ -268,7 +268,7 @@ def test_persistent_figure_marks_refused_shapes():
 
 
 def test_recurrent_gemm_shapes_follow_the_gates():
-    for cell, gates in pk.RNN_GATES.items():
+    for cell, gates in pk.shapes.RNN_GATES.items():
         assert pk.rnn_gemms(cell, 256, 128, 4, 16) == {"input": (gates * 256, 64, 128),
                                                         "recurrent": (gates * 256, 4, 256)}
 
@@ -315,7 +315,7 @@ def test_gpu_code_path_returns_exactly_the_declared_columns(name, fake_gpu):
 @needs_deepbench
 def test_default_gpu_layers_include_deepbench_training_shapes():
     layers = set(rnn.DEEPBENCH_LAYERS)
-    v100 = pk.published_counterparts("rnn_cudnn", gpus=["V100-SXM2"])["V100-SXM2, 2019"]
+    v100 = pk.provenance.published_counterparts("rnn_cudnn", gpus=["V100-SXM2"])["V100-SXM2, 2019"]
     published = set(v100[["cell", "hidden", "batch", "timesteps"]].itertuples(index=False, name=None))
     assert len(layers & published) >= 28
     assert {("rnn", 2560, 16, 50), ("lstm", 2048, 128, 25), ("gru", 1024, 32, 1500)} <= layers & published

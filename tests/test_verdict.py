@@ -20,40 +20,40 @@ from perfkit.book import scorecard as book
                                               (1.0, "gone"), (0.5, "gone"), (None, "no data yet"),
                                               (math.nan, "no data yet")])
 def test_judge_places_the_effect_between_the_thresholds(effect, expected):
-    assert pk.judge(effect, holds_at=1.2, gone_below=1.05) == expected
+    assert pk.book.verdict.judge(effect, holds_at=1.2, gone_below=1.05) == expected
 
 
 def test_judge_refuses_bad_thresholds_and_effects():
     with pytest.raises(ValueError, match="gone_below .* must not exceed holds_at"):
-        pk.judge(1.0, holds_at=1.1, gone_below=1.5)
+        pk.book.verdict.judge(1.0, holds_at=1.1, gone_below=1.5)
     with pytest.raises(ValueError, match="must be numbers"):
-        pk.judge(1.0, holds_at=None, gone_below=1.0)
+        pk.book.verdict.judge(1.0, holds_at=None, gone_below=1.0)
     with pytest.raises(TypeError, match="effect must be a number or None"):
-        pk.judge("fast", holds_at=1.2, gone_below=1.0)
+        pk.book.verdict.judge("fast", holds_at=1.2, gone_below=1.0)
 
 
 def test_finding_formats_then_and_now_and_computes_the_verdict():
-    f = pk.finding("Pad to ×8", "NVIDIA, 2019", "Tensor Cores need it", now=1.02, then=3.5,
+    f = pk.book.verdict.finding("Pad to ×8", "NVIDIA, 2019", "Tensor Cores need it", now=1.02, then=3.5,
                    holds_at=1.2, gone_below=1.05, where="section 3")
     assert (f.then, f.now, f.unit, f.verdict, f.where) == ("3.50", "1.02", "×", "gone", "section 3")
-    g = pk.finding("Batch > 128", "NVIDIA", "math-bound", now=None, holds_at=0.8, gone_below=0.5,
+    g = pk.book.verdict.finding("Batch > 128", "NVIDIA", "math-bound", now=None, holds_at=0.8, gone_below=0.5,
                    fmt="{:.0%}")
     assert (g.then, g.now, g.unit, g.verdict) == ("—", "—", "%", "no data yet")
-    share = pk.finding("r", "s", "c", now=0.79, then=0.5, holds_at=0.8, gone_below=0.5, fmt="{:.0%}")
+    share = pk.book.verdict.finding("r", "s", "c", now=0.79, then=0.5, holds_at=0.8, gone_below=0.5, fmt="{:.0%}")
     assert (share.then, share.now, share.unit, share.verdict) == ("50", "79", "%", "weaker")
-    size = pk.finding("r", "s", "c", now=1.25, holds_at=2, gone_below=1, fmt="{:.1f} MB")
+    size = pk.book.verdict.finding("r", "s", "c", now=1.25, holds_at=2, gone_below=1, fmt="{:.1f} MB")
     assert (size.now, size.unit) == ("1.2", "MB")
-    assert pk.finding("r", "s", "c", now=0.87, holds_at=0.8, gone_below=0.5, fmt="{:.2f}").unit == "×"
+    assert pk.book.verdict.finding("r", "s", "c", now=0.87, holds_at=0.8, gone_below=0.5, fmt="{:.2f}").unit == "×"
     with pytest.raises(ValueError, match="fmt"):
-        pk.finding("r", "s", "c", now=1, holds_at=1, gone_below=1, fmt="{:.2f} s")
+        pk.book.verdict.finding("r", "s", "c", now=1, holds_at=1, gone_below=1, fmt="{:.2f} s")
     with pytest.raises(TypeError, match="rule must be a string"):
-        pk.finding(1, "s", "c", now=1, holds_at=1, gone_below=1)
+        pk.book.verdict.finding(1, "s", "c", now=1, holds_at=1, gone_below=1)
 
 
 def test_verdict_table_has_one_row_per_finding_in_order():
-    rows = [pk.finding(f"rule {i}", "src", "claim", now=x, holds_at=1.2, gone_below=1.05)
+    rows = [pk.book.verdict.finding(f"rule {i}", "src", "claim", now=x, holds_at=1.2, gone_below=1.05)
             for i, x in enumerate([1.5, 1.1, 1.0, None])]
-    table = pk.verdict_table(rows)
+    table = pk.book.verdict.verdict_table(rows)
     assert list(table.columns) == ["rule", "source", "claim", "then", "now", "unit", "verdict", "where", "evidence",
                                    "now_from"]
     assert list(table["verdict"]) == ["holds", "weaker", "gone", "no data yet"]
@@ -68,9 +68,9 @@ def test_verdict_table_has_one_row_per_finding_in_order():
     with pytest.raises(ValueError, match="lacks the columns"):
         pk.book.scorecard.show(table.drop(columns="unit"))
     with pytest.raises(ValueError, match="empty"):
-        pk.verdict_table([])
+        pk.book.verdict.verdict_table([])
     with pytest.raises(TypeError, match="Finding objects"):
-        pk.verdict_table([{"rule": "x"}])
+        pk.book.verdict.verdict_table([{"rule": "x"}])
 
 
 # --------------------------------------------------------------------------------------------
@@ -81,19 +81,19 @@ def test_a_measurement_comes_first_then_published_then_the_model():
     published = Evidence(1.5, "published", "published by X, measured on H100-SXM (2025)", "their sweep")
     model = Evidence(1.0, "model", "model of H100-SXM", "by construction")
     kw = dict(holds_at=1.2, gone_below=1.05, where="§1")
-    measured = pk.finding("r", "s", "c", now=1.3, instead=published, on="ours, recorded on H100-SXM on 2026-01-01", **kw)
+    measured = pk.book.verdict.finding("r", "s", "c", now=1.3, instead=published, on="ours, recorded on H100-SXM on 2026-01-01", **kw)
     assert (measured.now, measured.verdict, measured.evidence, measured.where) == ("1.30", "holds", "measured", "§1")
     assert measured.now_from == "ours, recorded on H100-SXM on 2026-01-01"
-    f = pk.finding("r", "s", "c", now=None, instead=published, **kw)
+    f = pk.book.verdict.finding("r", "s", "c", now=None, instead=published, **kw)
     assert (f.now, f.verdict, f.evidence, f.now_from, f.where) == ("1.50", "holds", "published",
                                                                     "published by X, measured on H100-SXM (2025)", "their sweep")
-    g = pk.finding("r", "s", "c", now=None, instead=model, **kw)
+    g = pk.book.verdict.finding("r", "s", "c", now=None, instead=model, **kw)
     assert (g.now, g.verdict, g.evidence) == ("1.00", "predicted: gone", "model")
     assert g.verdict in pk.book.verdict.PREDICTIONS and g.verdict not in pk.book.verdict.STATUSES
     # A published number on its own scale brings its own thresholds.
     scaled = Evidence(1.8, "published", "published by Y, measured on H800 (2025)", "M 64 → 128", holds_at=1.59, gone_below=1.26)
-    assert pk.finding("r", "s", "c", now=None, instead=scaled, holds_at=4, gone_below=2).verdict == "holds"
-    none = pk.finding("r", "s", "c", now=None, instead=Evidence(None, "model", "model of H100-SXM"), **kw)
+    assert pk.book.verdict.finding("r", "s", "c", now=None, instead=scaled, holds_at=4, gone_below=2).verdict == "holds"
+    none = pk.book.verdict.finding("r", "s", "c", now=None, instead=Evidence(None, "model", "model of H100-SXM"), **kw)
     assert (none.verdict, none.evidence, none.now_from) == ("no data yet", "", "")
 
 
@@ -105,7 +105,7 @@ def test_evidence_refuses_bad_input():
     with pytest.raises(TypeError, match="effect must be a number"):
         Evidence("big", "model", "model of H100-SXM")
     with pytest.raises(TypeError, match="instead must be an Evidence"):
-        pk.finding("r", "s", "c", now=None, holds_at=1, gone_below=1, instead=1.5)
+        pk.book.verdict.finding("r", "s", "c", now=None, holds_at=1, gone_below=1, instead=1.5)
     with pytest.raises(ValueError, match="unknown rule keys"):
         pk.book.fully_connected.verdict.findings({}, instead={"batch": None})
     with pytest.raises(TypeError, match="must be an Evidence"):
@@ -113,12 +113,12 @@ def test_evidence_refuses_bad_input():
 
 
 def test_shown_predictions_are_styled_apart():
-    rows = [pk.finding("measured", "s", "c", now=1.5, on="ours, live on H100-SXM, 2026-01-02", holds_at=1.2, gone_below=1.05),
-            pk.finding("published", "s", "c", now=None, holds_at=1.2, gone_below=1.05,
+    rows = [pk.book.verdict.finding("measured", "s", "c", now=1.5, on="ours, live on H100-SXM, 2026-01-02", holds_at=1.2, gone_below=1.05),
+            pk.book.verdict.finding("published", "s", "c", now=None, holds_at=1.2, gone_below=1.05,
                        instead=Evidence(1.1, "published", "published by Z, measured on H200 (2024)", "their kernels")),
-            pk.finding("predicted", "s", "c", now=None, holds_at=1.2, gone_below=1.05,
+            pk.book.verdict.finding("predicted", "s", "c", now=None, holds_at=1.2, gone_below=1.05,
                        instead=Evidence(2.0, "model", "model of H100-SXM", "the model's sweep"))]
-    shown = pk.book.scorecard.show(pk.verdict_table(rows), complete=False)
+    shown = pk.book.scorecard.show(pk.book.verdict.verdict_table(rows), complete=False)
     html = shown._repr_html_()
     for kind in ("measured", "published", "model"):
         assert html.count(f'<tr class="evidence-{kind}">') == 1
@@ -223,20 +223,20 @@ def test_alternatives_fall_back_to_the_model_rule_by_rule():
         rules = module.RULES if hasattr(module, "RULES") else module.EFFECTS
         assert list(alt) == list(rules)
         assert all(e is not None and e.kind == "model" and e.now_from == "model of H100-SXM" for e in alt.values())
-        table = pk.verdict_table(module.findings({}, instead=alt))
+        table = pk.book.verdict.verdict_table(module.findings({}, instead=alt))
         assert (table["evidence"] == "model").all() and table["verdict"].str.startswith("predicted: ").all()
-        assert len(table) == len(pk.verdict_table(module.findings({})))
+        assert len(table) == len(pk.book.verdict.verdict_table(module.findings({})))
 
 
 def test_show_completes_a_chapter_table_like_the_book():
-    table = pk.verdict_table(pk.book.convolutions.verdict.findings({}))
+    table = pk.book.verdict.verdict_table(pk.book.convolutions.verdict.findings({}))
     assert (table["verdict"] == "no data yet").all()
     shown = pk.book.scorecard.show(table)
     assert shown.frame["Verdict"].str.startswith("predicted: ").all()
     assert '<tr class="evidence-model">' in shown._repr_html_()
     book_rows = pk.book.scorecard.book_table().query("chapter == '05_convolutions'")
     assert list(shown.frame["Now"]) == list(book_rows["now"])
-    other = pk.verdict_table([pk.finding("not a book rule", "s", "c", now=None, holds_at=1, gone_below=1)])
+    other = pk.book.verdict.verdict_table([pk.book.verdict.finding("not a book rule", "s", "c", now=None, holds_at=1, gone_below=1)])
     assert list(pk.book.scorecard.show(other).frame["Verdict"]) == ["no data yet"]
 
 

@@ -62,30 +62,30 @@ def _heading(fig) -> str:
 
 def test_counterparts_are_empty_and_lookups_give_none():
     for experiment in ("gemm_sizes", "gemm_small_n", "rnn_cudnn", "conv_deepbench"):
-        assert pk.published_counterparts(experiment) == {}
-    assert pk.published_counterparts("conv_deepbench", dtype="float32").get("V100-SXM2, 2019") is None
+        assert pk.provenance.published_counterparts(experiment) == {}
+    assert pk.provenance.published_counterparts("conv_deepbench", dtype="float32").get("V100-SXM2, 2019") is None
     with pytest.raises(pk.published_data.PublishedDataMissing, match="PERFKIT_PUBLISHED"):
         pk.published("deepbench_gemm", "V100-SXM2")  # why the chapters no longer call it directly
 
 
 def test_a_printed_number_becomes_a_note_saying_how_to_get_the_data(capsys):
-    pk.display.printed("V100, 2019: N = 7000 ran {:.1f}× the TFLOP/s of N = 16", None)
+    pk.published_data.printed("V100, 2019: N = 7000 ran {:.1f}× the TFLOP/s of N = 16", None)
     out = capsys.readouterr().out
     assert out.startswith("Published data missing") and _says_how_to_get(out) and "7000" not in out
-    pk.display.printed("{:.2f}× with C ≥ 8, {:.2f}× with C < 8", 3.0, math.nan)  # NaN is missing too
+    pk.published_data.printed("{:.2f}× with C ≥ 8, {:.2f}× with C < 8", 3.0, math.nan)  # NaN is missing too
     assert _says_how_to_get(capsys.readouterr().out)
-    pk.display.printed("ran {:.1f}×, {}", 13.94, "yes")  # with the data: exactly what print says
+    pk.published_data.printed("ran {:.1f}×, {}", 13.94, "yes")  # with the data: exactly what print says
     assert capsys.readouterr().out == "ran 13.9×, yes\n"
-    note = pk.table(None, pk.display.PUBLISHED_ABSENT, caption="DeepBench's V100")
-    assert isinstance(note, pk.Note) and _says_how_to_get(note.text)
-    assert _says_how_to_get(pk.display.published_absent("the model").text)
+    note = pk.table(None, pk.published_data.PUBLISHED_ABSENT, caption="DeepBench's V100")
+    assert isinstance(note, pk.display.Note) and _says_how_to_get(note.text)
+    assert _says_how_to_get(pk.published_data.published_absent("the model").text)
 
 
 def test_printed_refuses_bad_input():
     with pytest.raises(TypeError, match="template"):
-        pk.display.printed(42, 1.0)
+        pk.published_data.printed(42, 1.0)
     with pytest.raises(TypeError, match="missing"):
-        pk.display.printed("{}", None, missing="not a note")
+        pk.published_data.printed("{}", None, missing="not a note")
 
 
 # --------------------------------------------------------------------------------------------
@@ -93,19 +93,19 @@ def test_printed_refuses_bad_input():
 
 
 def test_rnn_numbers_are_none_and_their_tables_notes():
-    v100_gemm = pk.published_counterparts("gemm_sizes").get("V100-SXM2, 2019")
+    v100_gemm = pk.provenance.published_counterparts("gemm_sizes").get("V100-SXM2, 2019")
     assert rnn_analysis.throughput_ratio(v100_gemm, "N", 7000, 16, on=["M", "K", "layout"], M=2560,
                                          K=2560, dtype="float16", layout="NN") is None
     assert rnn_analysis.layout_table(v100_gemm, size=2560, max_batch=256) is None
-    v100 = pk.published_counterparts("rnn_cudnn", dtype="float16").get("V100-SXM2, 2019")
+    v100 = pk.provenance.published_counterparts("rnn_cudnn", dtype="float16").get("V100-SXM2, 2019")
     assert rnn_analysis.layer_count(v100) is None
     assert rnn_analysis.throughput_ratio(v100, "batch", 128, 16) is None
     assert rnn_analysis.layer_speedups(rnn_analysis.deepbench_comparable(None), v100) is None
-    assert isinstance(pk.table(rnn_analysis.layout_table(v100_gemm), pk.display.PUBLISHED_ABSENT), pk.Note)
+    assert isinstance(pk.table(rnn_analysis.layout_table(v100_gemm), pk.published_data.PUBLISHED_ABSENT), pk.display.Note)
 
 
 def test_rnn_then_now_figures_draw_the_model_and_say_how_to_get_the_data(capsys):
-    fig = book.recurrent.plot_rnn_then_now({"ours": None, **pk.published_counterparts("rnn_cudnn")}, or_model=_rnn_model())
+    fig = book.recurrent.plot_rnn_then_now({"ours": None, **pk.provenance.published_counterparts("rnn_cudnn")}, or_model=_rnn_model())
     assert isinstance(fig, BookFigure)
     heading = _heading(fig)
     assert "GEMM model" in heading and str(pk.provenance.modelled(V100)) in heading
@@ -118,7 +118,7 @@ def test_rnn_then_now_figures_draw_the_model_and_say_how_to_get_the_data(capsys)
     assert isinstance(fig, BookFigure) and [ax.get_title() for ax in fig.axes[:2]] == list(labels)
     assert "GEMM model" in _heading(fig) and _says_how_to_get(capsys.readouterr().out)
     # without or_model the figures keep their contract: a note saying why there is nothing to draw
-    assert isinstance(book.recurrent.plot_rnn_then_now({"ours": None}, instead="the model"), pk.Note)
+    assert isinstance(book.recurrent.plot_rnn_then_now({"ours": None}, instead="the model"), pk.display.Note)
 
 
 def test_the_model_layers_are_deepbenchs_shapes_without_the_input_gemm():
@@ -144,10 +144,10 @@ def test_the_model_stands_in_only_where_nothing_else_is_drawn(capsys):
 
 
 def test_rnn_interactive_figure_and_small_sweeps_are_the_model_alone():
-    assert book.recurrent.plot_rnn_batch(None, MISSING, published=pk.published_counterparts("gemm_small_n"),
+    assert book.recurrent.plot_rnn_batch(None, MISSING, published=pk.provenance.published_counterparts("gemm_small_n"),
                                 instead="the model").instead == "the model"
-    fig = irnn.recurrent_step(None, MISSING, gemms=pk.published_counterparts("gemm_sizes"),
-                              layers=pk.published_counterparts("rnn_cudnn"), hidden=[1024, 2560])
+    fig = irnn.recurrent_step(None, MISSING, gemms=pk.provenance.published_counterparts("gemm_sizes"),
+                              layers=pk.provenance.published_counterparts("rnn_cudnn"), hidden=[1024, 2560])
     names = [t.name for t in fig.figure.data]
     assert "H100-SXM (GEMM model)" in names and not any("2019" in str(n) for n in names)
     registered = irnn.FIGURES["recurrent-step"]()
@@ -158,7 +158,7 @@ def test_rnn_interactive_figure_and_small_sweeps_are_the_model_alone():
 def test_rnn_verdicts_and_problems_without_the_published_data():
     frames = vrnn.frames()
     assert frames["published_gemm"] is None and frames["published_rnn"] is None
-    table = pk.verdict_table(vrnn.findings(frames))
+    table = pk.book.verdict.verdict_table(vrnn.findings(frames))
     assert len(table) == 11 and table.loc[0, "then"] == "—"
     for ex in exercises.all_exercises("04_recurrent"):
         assert exercises.check(ex.id, ex.answer()).status == "right"
@@ -171,13 +171,13 @@ def test_rnn_verdicts_and_problems_without_the_published_data():
 
 
 def test_conv_numbers_are_none_and_their_tables_notes():
-    then = pk.published_counterparts("conv_deepbench")
+    then = pk.provenance.published_counterparts("conv_deepbench")
     v100_then = conv.predicted_published(then.get("V100-SXM2, 2019"), V100)
     assert v100_then is None and conv.model_agreement(v100_then) is None
     assert conv_analysis.share_within(v100_then, 0.8, 1.25) is None
     worst = conv_analysis.furthest_off(v100_then, 5)
-    assert worst is None and isinstance(pk.table(conv.for_reader(worst, ["W", "ratio"]), "no layers"), pk.Note)
-    fp32 = pk.published_counterparts("conv_deepbench", dtype="float32")
+    assert worst is None and isinstance(pk.table(conv.for_reader(worst, ["W", "ratio"]), "no layers"), pk.display.Note)
+    fp32 = pk.provenance.published_counterparts("conv_deepbench", dtype="float32")
     same = pk.then_now.speedups(then.get("V100-SXM2, 2019"), fp32.get("V100-SXM2, 2019"),
                                 on=[c for c in pk.then_now.CONV_SHAPE if c != "dtype"])
     assert conv_analysis.speedup_by_channels(same, 8) == {True: None, False: None}
@@ -187,7 +187,7 @@ def test_conv_numbers_are_none_and_their_tables_notes():
 
 def test_conv_then_now_figure_draws_the_model_and_says_how_to_get_the_data(capsys):
     model = {gpu: conv_analysis.predicted_deepbench(pk.device_spec(gpu)) for gpu in MODEL}
-    fig = book.convolutions.plot_conv_then_now({"ours": None, **pk.published_counterparts("conv_deepbench")}, only="ours",
+    fig = book.convolutions.plot_conv_then_now({"ours": None, **pk.provenance.published_counterparts("conv_deepbench")}, only="ours",
                                    or_model=model)
     assert isinstance(fig, BookFigure)
     heading = _heading(fig)
@@ -195,7 +195,7 @@ def test_conv_then_now_figure_draws_the_model_and_says_how_to_get_the_data(capsy
     out = capsys.readouterr().out
     assert _says_how_to_get(out) and "Every shape drawn" not in out
     assert len(fig.axes[2].get_xticks()) == len(conv.DEEPBENCH_CONVS)
-    assert isinstance(book.convolutions.plot_conv_then_now({"ours": None}, instead="x"), pk.Note)
+    assert isinstance(book.convolutions.plot_conv_then_now({"ours": None}, instead="x"), pk.display.Note)
     with pytest.raises(TypeError, match="or_model must map GPU names to the model's frames"):
         book.convolutions.plot_conv_then_now({"ours": None}, or_model=MODEL)
 
@@ -210,7 +210,7 @@ def test_the_model_convolutions_are_each_pass_of_deepbenchs_shapes():
 
 
 def test_conv_interactive_figures_are_the_model_alone():
-    figure = iconv.deepbench_figure(pk.published_counterparts("conv_deepbench").get("V100-SXM2, 2019"), None)
+    figure = iconv.deepbench_figure(pk.provenance.published_counterparts("conv_deepbench").get("V100-SXM2, 2019"), None)
     assert "model only" in figure.figure.layout.title.text and len(figure.figure.data) == 2
     assert "model only" in iconv.FIGURES["deepbench"]().figure.layout.title.text
     assert "model only" in iconv.FIGURES["channels"]().figure.layout.title.text

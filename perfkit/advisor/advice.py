@@ -14,15 +14,15 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from ..display import Table
 from .._validate import boolean
 from ..devices import DeviceSpec, cuda_available, current_device, device_spec
+from ..display import Table
 from ..dtypes import canonical_dtype
 from ..units import format_percent, format_time
 from .capture import Capture, ForwardFailed, capture
+from .measure import measure_advice
 from .ops import Op, map_call
 from .price import COLUMNS, Pricer
-from .measure import measure_advice
 from .rules import RULES, Context, apply_rules
 
 __all__ = ["Advice", "FINDING_COLUMNS", "UNMAPPED_COLUMNS", "advise", "resolve_spec"]

@@ -13,9 +13,11 @@ import math
 import warnings
 from typing import Any, Callable
 
-from ..dtypes import itemsize, torch_dtype
+import pandas as pd
+
 from ..devices import current_device
-from ..book.measure import ensure_fits, lean_bench, resolve_device
+from ..dtypes import itemsize, torch_dtype
+from ..placement import ensure_fits, lean_bench, resolve_device
 from ..timing import NoiseWarning
 from .ops import Op
 
@@ -168,7 +170,6 @@ def op_key(op: Op) -> str:
 
 def measure_advice(advice: Any, device: str = "auto", *, fixes: bool = True, progress: bool = True):
     """:meth:`perfkit.advisor.Advice.measure`: time each op and fix of ``advice`` on ``device``."""
-    import pandas as pd
     from tqdm.auto import tqdm
 
     device = resolve_device(device)

@@ -16,6 +16,7 @@ import pandas as pd
 from ..devices import DeviceSpec, device_spec
 from ..provenance import Source
 from ..published_data import published_or_none
+from ..published_data.xla import xla_rows as rows
 from .verdict import Evidence
 
 #: The current GPU the model predicts for where nothing was measured or published.
@@ -97,9 +98,8 @@ def prefer(*evidence: Evidence | None) -> Evidence | None:
 
 def xla_rows(frame: pd.DataFrame | None, *, b: int | None = 1) -> pd.DataFrame | None:
     """XLA's H100 GEMMs that may be used (bf16, and f32 run as TF32: ``dtype`` ``"bfloat16"`` or
-    ``"tf32"``; :func:`perfkit.book.gemm.published.xla_rows`), ``b`` GEMMs per launch (None:
+    ``"tf32"``; :func:`perfkit.published_data.xla.xla_rows`), ``b`` GEMMs per launch (None:
     every b). None in, None out."""
-    from .gemm.published import xla_rows as rows
 
     out = rows(frame, batch=b)
     return out if out is not None and len(out) else None

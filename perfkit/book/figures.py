@@ -22,8 +22,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter, LogFormatterSciNotation
 
+from ..devices import device_spec
 from ..display import Note, empty_note, show
-from ..provenance import Source, source_of
+from ..provenance import Source, modelled, source_of
 
 #: Width of the book's text column, inches: every figure is legible at this width.
 WIDTH = 7.5
@@ -196,3 +197,18 @@ def time_axis(ax: Axes, label: str = "duration", axis: str = "y", *, log: bool =
 def _check_source(source: object, param: str) -> None:
     if source is not None and not isinstance(source, (Source, str)):
         raise TypeError(f"{param} must be a perfkit.Source, a string or None, got {type(source).__name__}")
+
+
+def published_label(frame: pd.DataFrame, source: Source | str | None) -> tuple[str, bool]:
+    """(caption, is the model's): a published frame's source and how its publisher timed, or the
+    model of the GPUs a model-only frame names (``attrs["model_of"]``)."""
+    if source is not None or source_of(frame) is not None:
+        label = frame_source(frame, source)
+        timing = (frame.attrs.get("meta") or {}).get("timing")
+        return (f"{label}; timed: {timing}" if timing else str(label)), False
+    names = [n.strip() for n in str(frame.attrs.get("model_of", "")).split(",") if n.strip()]
+    if not names:
+        raise ValueError("the frame carries neither metadata nor attrs['model_of']: pass source=")
+    if len(names) == 1:
+        return str(modelled(device_spec(names[0]))), True
+    return str(Source("model", ", ".join(names), detail="achievable bandwidth (perfkit.achievable_ceilings)")), True

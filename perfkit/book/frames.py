@@ -10,6 +10,7 @@ import pandas as pd
 from .._validate import frame_or_none
 from ..data import has_recording, load
 from ..devices import DeviceSpec, gpu_of_meta, is_cpu_meta
+from ..provenance import Source
 
 
 def is_cpu(frame: pd.DataFrame) -> bool:
@@ -44,7 +45,6 @@ def measured_from(on: pd.DataFrame | str | None) -> str:
     ``"ours, live on H100-SXM, 2026-02-01"`` (:class:`perfkit.provenance.Source`'s label of the
     frame, with perfkit's device name); a string is returned as it is; without a frame or its
     metadata, ``"our measurement"``."""
-    from ..provenance import Source
 
     if isinstance(on, str):
         return on

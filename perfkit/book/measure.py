@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import warnings
 from typing import Any, Callable, Iterable, Iterator
 
 import pandas as pd
-import psutil
 
 from .._validate import one_of, positive_int
 from ..devices import DeviceSpec, current_device
@@ -14,43 +14,7 @@ from ..display import Note, show
 from ..dtypes import canonical_dtype, torch_dtype
 from ..gemm_model import predict_gemm_time
 from ..roofline import gemm_bytes, gemm_flops
-from ..timing import Measurement
-from ..units import GiB
-
-
-def resolve_device(device: str = "auto") -> str:
-    """``"cuda"`` or ``"cpu"``; ``"auto"`` picks CUDA when a GPU is visible."""
-    device = one_of("device", device, ("auto", "cuda", "cpu"))
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("device='cuda' was asked for but torch sees no CUDA GPU; use device='cpu' or 'auto'")
-    return device
-
-
-def free_memory(device: str) -> int:
-    """Bytes that can still be allocated on ``device`` ("cuda" or "cpu")."""
-    if device == "cuda":
-        import torch
-
-        free, _total = torch.cuda.mem_get_info()
-        return int(free)
-    return int(psutil.virtual_memory().available)
-
-
-def ensure_fits(nbytes: int, device: str, *, what: str, headroom: float = 0.9) -> None:
-    """Refuse, before allocating, an experiment whose tensors need more than the free memory.
-
-    Raises ``ValueError`` naming the experiment, the bytes it needs and the bytes available.
-    """
-    free = free_memory(device)
-    if nbytes > headroom * free:
-        raise ValueError(
-            f"{what} needs {nbytes / GiB:.2f} GiB but only {free / GiB:.2f} GiB is free on {device}; "
-            "choose smaller sizes (the sweep was refused before allocating anything)"
-        )
+from ..timing import Measurement, NoiseWarning
 
 
 def gemm_bytes_needed(M: int, N: int, K: int, dtype: str) -> int:
@@ -184,11 +148,7 @@ def sweep(points: Iterable[Any], measure: Callable[[Any], dict], *, on_row=None,
 
     If the sweep is interrupted, the rows already handed to ``on_row`` are kept by the caller.
     """
-    import warnings
-
     from tqdm.auto import tqdm
-
-    from ..timing import NoiseWarning
 
     points = list(points)
     rows: list[dict] = []
@@ -230,32 +190,6 @@ def seeded_randn(gen: Any, shape: tuple, dtype: str, device: str, scale: float =
 
     values = torch.randn(shape, generator=gen, device=device) * scale
     return values.to(torch_dtype(dtype)).requires_grad_(grad)
-
-
-@contextlib.contextmanager
-def one_cpu_thread(device: str) -> Iterator[None]:
-    """Run torch on one thread if ``device`` is ``"cpu"`` (busy machines stall parallel kernels)."""
-    if device != "cpu":
-        yield
-        return
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
-def lean_bench(fn: Callable[[], Any], device: str, label: str) -> Measurement:
-    """:func:`perfkit.timing.bench` with its defaults on a GPU; on a CPU on one thread, sampling
-    for at most 0.3 s (a chapter's live run takes seconds)."""
-    from ..timing import bench
-
-    budget = {"warmup_s": 0.005, "rep_s": 0.02, "max_time_s": 0.3} if device == "cpu" else {}
-    with one_cpu_thread(device):
-        return bench(fn, device=device, label=label, **budget)
 
 
 #: A layer's function: ``apply(x, tensors, other)``; ``other`` is the residual an add adds.

@@ -19,11 +19,11 @@ from matplotlib.figure import Figure
 from ..devices import DeviceSpec, current_device, device_spec
 from ..dtypes import DTYPES, canonical_dtype, itemsize
 from ..gemm_model import CANDIDATE_TILES, explain_gemm
-from .background.figures import plot_roofline, plot_tile_waves
-from .figures import new_figure
 from ..provenance import modelled
 from ..roofline import gemm_operation, roofline_time
 from ..units import TERA, format_time
+from .background.figures import plot_roofline, plot_tile_waves
+from .figures import new_figure
 
 __all__ = ["gemm_explorer", "roofline_explorer"]
 

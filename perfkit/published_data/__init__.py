@@ -9,8 +9,10 @@ where each table comes from, its licence and how its publisher timed.
 """
 
 from .catalog import CATALOG, PublishedSource
+from .notes import PUBLISHED_ABSENT, absent_note, printed, published_absent
 from .read import (ENV, HOW_TO_GET, PublishedDataMissing, describe, has_published, published, published_all,
-                   published_or_none, published_root, published_sources)
+    published_or_none, published_root, published_sources)
 
-__all__ = ["CATALOG", "ENV", "HOW_TO_GET", "PublishedDataMissing", "PublishedSource", "describe", "has_published",
-           "published", "published_all", "published_or_none", "published_root", "published_sources"]
+__all__ = ["CATALOG", "ENV", "HOW_TO_GET", "PUBLISHED_ABSENT", "PublishedDataMissing", "PublishedSource", "absent_note",
+           "describe", "has_published", "printed", "published", "published_absent", "published_all", "published_or_none",
+           "published_root", "published_sources"]

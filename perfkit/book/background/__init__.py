@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 
 from . import ceilings, experiments, figures, problems
-from .ceilings import ceiling_matmul, ceiling_copy
+from .ceilings import ceiling_copy, ceiling_matmul
 from .experiments import per_wave, waves
 from .figures import plot_roofline, plot_tile_waves, plot_wave_model, plot_waves
 

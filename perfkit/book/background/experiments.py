@@ -7,9 +7,10 @@ import pandas as pd
 from ..._validate import positive_int
 from ...devices import current_device
 from ...kernels import spin_blocks_per_sm, spin_launcher
+from ...placement import resolve_device
 from ...quantization import cdiv
 from ...timing import bench
-from ..measure import resolve_device, sweep, timing_row
+from ..measure import sweep, timing_row
 from ..registry import register
 
 __all__ = ["per_wave", "waves"]

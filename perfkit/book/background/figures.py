@@ -12,12 +12,12 @@ from matplotlib.ticker import EngFormatter
 
 from ..._validate import positive_int
 from ...devices import DeviceSpec
+from ...display import Note
 from ...dtypes import canonical_dtype
 from ...provenance import Source, caption, modelled
 from ...quantization import cdiv, wave_quantization
 from ...roofline import Operation, attainable_flops
 from ...units import GIGA, TERA
-from ...display import Note
 from ..figures import book_figure, frame_source, heading, new_figure, no_data, single_axes, time_axis
 
 __all__ = ["plot_roofline", "plot_tile_waves", "plot_wave_model", "plot_waves"]

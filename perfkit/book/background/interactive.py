@@ -15,9 +15,8 @@ import plotly.graph_objects as go
 from ...devices import KNOWN_DEVICES, DeviceSpec, device_spec
 from ...dtypes import canonical_dtype
 from ...provenance import caption, modelled
-from ...roofline import (
-    Operation, arithmetic_intensity, attainable_flops, gemm_operation, math_bound_batch, nvidia_example_operations,
-    roofline_time)
+from ...roofline import (Operation, arithmetic_intensity, attainable_flops, gemm_operation, math_bound_batch,
+    nvidia_example_operations, roofline_time)
 from ...units import TERA, format_time
 from ..interactive import InteractiveFigure, State, heading, rounded, with_menu, with_slider
 

@@ -69,7 +69,7 @@ EXERCISES: list[Exercise] = [
     Exercise(
         id="background-3", chapter=CHAPTER,
         question=("How long does the ReLU of NVIDIA's Table 1 (64·1024·1024 float16 elements, "
-                  "pk.nvidia_example_operations) take on an H100-SXM by the roofline model "
+                  "pk.roofline.nvidia_example_operations) take on an H100-SXM by the roofline model "
                   "(pk.roofline_time), in microseconds?"),
         solve=lambda: roofline_time(_relu().flops, _relu().bytes, device_spec("H100-SXM"), "float16")[0] * 1e6,
         unit="microseconds", fmt="{:,.3g}",

@@ -10,8 +10,8 @@ from __future__ import annotations
 import importlib
 
 from . import experiments, figures, problems
-from .experiments import (
-    MODELS, advisor_fixes, advisor_layers, finding_savings, largest_savings, model_inputs, rule_summary)
+from .experiments import (MODELS, advisor_fixes, advisor_layers, finding_savings, largest_savings, model_inputs,
+    rule_summary)
 from .figures import plot_advice_vs_measured, plot_fix_savings, plot_savings, plot_step_breakdown
 
 __all__ = ["MODELS", "advisor_fixes", "advisor_layers", "finding_savings", "largest_savings", "model_inputs",

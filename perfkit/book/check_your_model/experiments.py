@@ -15,7 +15,12 @@ from typing import Any, Callable
 import pandas as pd
 
 from ..._validate import dtype_name
-from ..measure import known_names, measured_spec, resolve_device, sweep
+from ...advisor import advise
+from ...advisor import measure as advisor_measure
+from ...advisor.measure import op_key
+from ...placement import resolve_device
+from ...zoo import gpt2_small, llama, lstm_lm, resnet50
+from ..measure import known_names, measured_spec, sweep
 from ..registry import register
 
 __all__ = ["MODELS", "advisor_fixes", "advisor_layers", "finding_savings", "largest_savings", "model_inputs",
@@ -69,8 +74,6 @@ def model_inputs(name: str, device: str = "cpu", *, meta: bool = False) -> tuple
     "cpu": shrunk), built on the meta device when ``meta`` (nothing allocated)."""
     import torch
 
-    from ...zoo import gpt2_small, llama, lstm_lm, resnet50
-
     builders = {"gpt2_small": gpt2_small, "resnet50": resnet50, "lstm_lm": lstm_lm, "llama": llama}
     known_names("model", name, MODELS)
     builder, gpu_kw, cpu_kw, gpu_shape, cpu_shape = MODELS[name]
@@ -84,7 +87,6 @@ def model_inputs(name: str, device: str = "cpu", *, meta: bool = False) -> tuple
 
 
 def _advice(name: str, device: str, dtype: str):
-    from ...advisor import advise
 
     model, x = model_inputs(name, device, meta=True)
     return advise(model, x, dtype, measured_spec(device))
@@ -111,7 +113,6 @@ def _run(models: list[str], device: str, dtype: str, each: Callable[[str, Any], 
 def advisor_layers(*, models=None, dtype="bfloat16", device="auto", quick=False, progress=True,
                    on_row=None) -> pd.DataFrame:
     """One row per distinct op of each model: measured and predicted seconds (GPU: ~200 timings)."""
-    from ...advisor.measure import op_key, time_op
 
     models, dtype, device = _setup(models, dtype, device, quick)
 
@@ -123,7 +124,7 @@ def advisor_layers(*, models=None, dtype="bfloat16", device="auto", quick=False,
         def point(ops: list) -> Callable[[], dict]:
             def measure() -> dict:
                 op = ops[0]
-                t = time_op(op, dtype, device, True)
+                t = advisor_measure.time_op(op, dtype, device, True)
                 rows = advice._pricer.rows(op)
                 fwd = sum(r["predicted_s"] for r in rows if r["pass"] == "forward")
                 total = sum(r["predicted_s"] for r in rows)
@@ -142,7 +143,6 @@ def advisor_layers(*, models=None, dtype="bfloat16", device="auto", quick=False,
 def advisor_fixes(*, models=None, dtype="bfloat16", device="auto", quick=False, progress=True,
                   on_row=None) -> pd.DataFrame:
     """One row per distinct (rule, op, fixed op) of each model: measured and predicted savings."""
-    from ...advisor.measure import op_key, time_op
 
     models, dtype, device = _setup(models, dtype, device, quick)
 
@@ -151,7 +151,7 @@ def advisor_fixes(*, models=None, dtype="bfloat16", device="auto", quick=False, 
     def total(op) -> float:
         key = op_key(op)
         if key not in times:
-            t = time_op(op, dtype, device, True)
+            t = advisor_measure.time_op(op, dtype, device, True)
             times[key] = t["forward_s"] + t["backward_s"]
         return times[key]
 

@@ -30,10 +30,10 @@ from matplotlib.transforms import ScaledTranslation
 from ...advisor.advice import Advice
 from ...advisor.ops import GEMM_OPS
 from ...advisor.rules import RULES
+from ...display import Note
 from ...gemm_model import prediction_error
 from ...provenance import Source, caption, modelled
 from ...units import format_percent, format_time
-from ...display import Note
 from ..figures import book_figure, frame_source, heading, new_figure, no_data, nothing_drawn, single_axes, time_axis
 
 __all__ = ["plot_advice_vs_measured", "plot_fix_savings", "plot_savings", "plot_step_breakdown"]

@@ -15,11 +15,12 @@ from typing import Any, Callable, Mapping
 import plotly.graph_objects as go
 from matplotlib.colors import to_hex
 
+from ... import zoo
 from ...advisor import RULES, Advice, advise
-from .figures import KIND_COLOURS, KINDS, RULE_COLOURS, op_kind
 from ...provenance import modelled
 from ...units import format_percent, format_time
 from ..interactive import InteractiveFigure, State, heading, rounded, with_menu
+from .figures import KIND_COLOURS, KINDS, RULE_COLOURS, op_kind
 
 __all__ = ["FIGURES", "kind_seconds", "model_menu", "rule_savings", "small_zoo"]
 
@@ -36,8 +37,6 @@ def small_zoo(spec: Any = "H100-SXM", dtype: str = "bfloat16") -> dict[str, Advi
     8 × 1024 tokens, ResNet-50 on 32 images of 224², the LSTM LM on 20 × 35 words and LLaMA-7B on
     1 × 2048 tokens, each a training step. Names say which layers were kept."""
     import torch
-
-    from ... import zoo
 
     builds = {"GPT-2 small (2 of 12 layers)": (lambda: zoo.gpt2_small(layers=2), (8, 1024), torch.long),
               "ResNet-50": (zoo.resnet50, (32, 3, 224, 224), torch.float32),

@@ -9,6 +9,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Callable
 
+from ... import zoo
+from ...advisor.advice import advise
 from ...devices import device_spec
 from ...quantization import alignment, pad_to_multiple
 from ...roofline import math_bound_batch
@@ -30,8 +32,6 @@ def _meta(build: Callable[[], Any], shape: tuple[int, ...]) -> tuple[Any, Any]:
 def _gpt2_unaligned_layers(batch: int, seq: int) -> int:
     """GPT-2 small advised on ``batch × seq`` tokens: how many linear layers run a forward GEMM whose
     N (the tokens) is not a multiple of 8, as the alignment rule's token finding counts them."""
-    from ... import zoo
-    from ...advisor.advice import advise
 
     model, tokens = _meta(zoo.gpt2_small, (batch, seq))
     layers = advise(model, tokens, DTYPE, SPEC, rules=["alignment"]).layers
@@ -43,15 +43,12 @@ def _gpt2_block_linears() -> int:
     """The linear layers inside GPT-2 small's blocks (all of them but the output projection)."""
     import torch
 
-    from ... import zoo
-
     model, _ = _meta(zoo.gpt2_small, (1, 1))
     return sum(isinstance(m, torch.nn.Linear) for name, m in model.named_modules() if name.startswith("blocks."))
 
 
 def _mlp_fc_batch(gpu: str = SPEC, dtype: str = DTYPE) -> int:
     """Tokens at which GPT-2 small's first MLP layer (``blocks.0.mlp.fc``) turns math-bound."""
-    from ... import zoo
 
     model, _ = _meta(zoo.gpt2_small, (1, 1))
     fc = model.blocks[0].mlp.fc
@@ -60,7 +57,6 @@ def _mlp_fc_batch(gpu: str = SPEC, dtype: str = DTYPE) -> int:
 
 def _attn_proj_batch() -> int:
     """Tokens at which GPT-2 small's attention output projection (768 → 768) turns math-bound."""
-    from ... import zoo
 
     model, _ = _meta(zoo.gpt2_small, (1, 1))
     proj = model.blocks[0].attn.proj
@@ -69,7 +65,6 @@ def _attn_proj_batch() -> int:
 
 def _lstm_batch(gates: int = 4) -> int:
     """Sequences at which the LSTM LM's recurrent GEMM (``gates``·hidden × hidden) turns math-bound."""
-    from ... import zoo
 
     model, _ = _meta(zoo.lstm_lm, (1, 1))
     hidden = model.lstm.hidden_size
@@ -84,8 +79,6 @@ def _lstm_sizes_batch() -> int:
 @lru_cache(maxsize=2)
 def _llama_attention_s(batch: int, seq: int) -> float:
     """Predicted seconds of LLaMA-7B's attention (2 of its 32 identical layers) in a training step."""
-    from ... import zoo
-    from ...advisor.advice import advise
 
     model, tokens = _meta(lambda: zoo.llama(layers=2, context=8192), (batch, seq))
     layers = advise(model, tokens, DTYPE, SPEC, rules=[]).layers

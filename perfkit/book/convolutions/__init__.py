@@ -10,17 +10,14 @@ from __future__ import annotations
 import importlib
 
 from . import analysis, experiments, figures, problems, verdict
-from .experiments import (
-    DEEPBENCH_CONVS, PHASES, RESNET_LAYERS, STEMS, channel_effects, channel_points, conv_channels,
-    conv_deepbench, conv_first_layer, conv_layout, conv_params, conv_passes, first_layer_effects, for_reader,
-    layout_effects, layout_payback, model_agreement, param_effects, predicted_channels, predicted_params,
-    predicted_published, throughput_gain)
-from .analysis import (
-    CHANNEL_COLUMNS, DB_COLUMNS, DB_MEANINGS, PREDICTED, SHAPE_COLUMNS, TIME_COLUMNS, conv_flops, conv_gemm,
-    conv_shape, db_shape, model_row, param_points, furthest_off, median_speedup, predicted_deepbench,
+from .analysis import (CHANNEL_COLUMNS, DB_COLUMNS, DB_MEANINGS, PREDICTED, SHAPE_COLUMNS, TIME_COLUMNS, conv_flops,
+    conv_gemm, conv_shape, db_shape, furthest_off, median_speedup, model_row, param_points, predicted_deepbench,
     share_within, speedup_by_channels)
-from .figures import (
-    plot_conv_channels, plot_conv_layout, plot_conv_params, plot_conv_passes, plot_conv_then_now,
+from .experiments import (DEEPBENCH_CONVS, PHASES, RESNET_LAYERS, STEMS, channel_effects, channel_points,
+    conv_channels, conv_deepbench, conv_first_layer, conv_layout, conv_params, conv_passes, first_layer_effects,
+    for_reader, layout_effects, layout_payback, model_agreement, param_effects, predicted_channels, predicted_params,
+    predicted_published, throughput_gain)
+from .figures import (plot_conv_channels, plot_conv_layout, plot_conv_params, plot_conv_passes, plot_conv_then_now,
     plot_first_layer)
 
 __all__ = ["CHANNEL_COLUMNS", "DB_COLUMNS", "DB_MEANINGS", "DEEPBENCH_CONVS", "PHASES", "PREDICTED",

@@ -20,16 +20,17 @@ import pandas as pd
 
 from ..._validate import dtype_name, dtype_names, positive_int, sequence_of
 from ...dtypes import itemsize, torch_dtype
+from ...padding import padded_conv2d
+from ...placement import ensure_fits, resolve_device
 from ...quantization import alignment
 from ...timing import bench
 from ...units import MiB
-from ..measure import ensure_fits, measured_spec, resolve_device, sweep, timing_row
-from .analysis import (
-    CHANNEL_COLUMNS, DB_COLUMNS, DEEPBENCH_CONVS, DB_MEANINGS, PHASES, PREDICTED, SHAPE_COLUMNS, TIME_COLUMNS,
-    channel_effects, channel_points, conv_flops, conv_shape, db_shape, first_layer_effects, for_reader,
+from ..measure import measured_spec, sweep, timing_row
+from ..registry import register
+from .analysis import (CHANNEL_COLUMNS, DB_COLUMNS, DB_MEANINGS, DEEPBENCH_CONVS, PHASES, PREDICTED, SHAPE_COLUMNS,
+    TIME_COLUMNS, channel_effects, channel_points, conv_flops, conv_shape, db_shape, first_layer_effects, for_reader,
     layout_effects, layout_payback, model_agreement, model_row, param_effects, param_points, predicted_channels,
     predicted_params, predicted_published, throughput_gain)
-from ..registry import register
 
 __all__ = ["DEEPBENCH_CONVS", "PHASES", "RESNET_LAYERS", "STEMS", "channel_effects", "channel_points",
            "conv_channels", "conv_deepbench", "conv_first_layer", "conv_layout", "conv_params", "conv_passes",
@@ -174,8 +175,6 @@ def _first_layer_fn(stem: str, channels: int, input_padding: str, phase: str, N:
     """One step of a first layer on a 3-channel batch: ``padded_conv2d`` to ``channels``, the input padded
     ``"once"`` (here, outside the timed function) or on ``"every step"`` (inside the module)."""
     import torch
-
-    from ...padding import padded_conv2d
 
     R, stride, pad = STEMS[stem]
     conv = torch.nn.Conv2d(3, 64, R, stride, pad, bias=False, device=device, dtype=torch_dtype(dtype))

@@ -19,10 +19,10 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, NullLocator
 
 from ...devices import device_spec
+from ...display import Note, show
 from ...provenance import Source, caption, modelled
-from ...display import Note, published_absent, show
-from ..figures import (
-    book_figure, frame_source, heading, named_frames, new_figure, no_data, say, single_axes, time_axis)
+from ...published_data.notes import published_absent
+from ..figures import book_figure, frame_source, heading, named_frames, new_figure, no_data, say, single_axes, time_axis
 
 __all__ = ["plot_conv_channels", "plot_conv_layout", "plot_conv_params", "plot_conv_passes", "plot_conv_then_now",
            "plot_first_layer"]

@@ -23,12 +23,13 @@ import plotly.graph_objects as go
 from ..._validate import frame_or_none, positive_int
 from ...devices import DeviceSpec, device_spec
 from ...dtypes import canonical_dtype
-from .analysis import DB_COLUMNS, PHASES, channel_points, conv_flops, conv_shape, db_shape
 from ...gemm_model import GemmPrediction, explain_gemm
-from ...shapes import conv_gemms
 from ...provenance import modelled, published_counterparts, source_of
+from ...shapes import conv_gemms
 from ...units import format_time
 from ..interactive import InteractiveFigure, State, heading, rounded, with_menu, with_slider
+from .analysis import DB_COLUMNS, PHASES, channel_points, conv_flops, conv_shape, db_shape
+from .experiments import DEEPBENCH_CONVS
 
 __all__ = ["FIGURES", "MENU_ENTRY_PX", "RESNET_3X3", "channel_states", "channels_figure", "deepbench_figure",
            "deepbench_layers", "menu_height", "pass_predictions"]
@@ -247,7 +248,6 @@ _DB_PASSES = {"time_s": "forward", "bwd_inputs_time_s": "dgrad", "bwd_params_tim
 
 def deepbench_layers() -> list[tuple[int, ...]]:
     """The DeepBench convolutions of the menu: those ``conv_deepbench`` measures, in its order."""
-    from .experiments import DEEPBENCH_CONVS
 
     return list(DEEPBENCH_CONVS)
 

@@ -23,14 +23,14 @@ from typing import Any, Mapping
 import pandas as pd
 
 from ...devices import DeviceSpec, device_spec
-from . import analysis as ca
-from .experiments import STEMS
 from ...memory_model import memory_time
 from ...provenance import published_counterparts
 from ...then_now import CONV_SHAPE, speedups
-from ..verdict import Evidence, Finding, finding, instead_of
 from ..evidence import as_measured, from_model, today
 from ..frames import gpu_rows, recorded
+from ..verdict import Evidence, Finding, finding, instead_of
+from . import analysis as ca
+from .experiments import STEMS
 
 TITLE = "Convolutions"
 CHAPTER = "05_convolutions"

@@ -10,14 +10,12 @@ from __future__ import annotations
 import importlib
 
 from . import analysis, experiments, figures, problems, verdict
-from .experiments import (
-    FC_DTYPES, PASS_LAYOUTS, fc_batch, fc_features, fc_passes, feature_effects, feature_points,
+from .analysis import (SWEEP_NAMES, XLA_DTYPES, batch_speedups, crossovers, effects_table, frame_device,
+    overhead_table, padded_shapes, published_batch_sweeps, savings_table, square_layers)
+from .experiments import (FC_DTYPES, PASS_LAYOUTS, fc_batch, fc_features, fc_passes, feature_effects, feature_points,
     pass_overhead, predicted_features, predicted_vocab, vocab_padding, vocab_savings)
-from .analysis import (
-    SWEEP_NAMES, XLA_DTYPES, batch_speedups, crossovers, effects_table, frame_device, overhead_table,
-    padded_shapes, published_batch_sweeps, savings_table, square_layers)
-from .figures import (
-    plot_fc_batch, plot_fc_crossover, plot_fc_features, plot_fc_passes, plot_fc_widths, plot_vocab_padding)
+from .figures import (plot_fc_batch, plot_fc_crossover, plot_fc_features, plot_fc_passes, plot_fc_widths,
+    plot_vocab_padding)
 
 __all__ = ["FC_DTYPES", "PASS_LAYOUTS", "SWEEP_NAMES", "XLA_DTYPES", "batch_speedups", "crossovers",
            "effects_table", "fc_batch", "fc_features", "fc_passes", "feature_effects", "feature_points",

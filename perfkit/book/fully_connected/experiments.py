@@ -18,13 +18,15 @@ import pandas as pd
 from ..._validate import dtype_name, one_of, positive_int, sequence_of
 from ...dtypes import canonical_dtype, itemsize, torch_dtype
 from ...gemm_model import explain_gemm
+from ...padding import padded_linear
+from ...placement import ensure_fits, resolve_device
 from ...quantization import pad_to_multiple
 from ...roofline import arithmetic_intensity, gemm_bytes, gemm_flops
 from ...shapes import linear_gemms
 from ...timing import bench
-from ..measure import ensure_fits, gemm_row, matmul_fn, measured_spec, resolve_device, sweep, timing_row
-from .analysis import feature_effects, pass_overhead, vocab_savings  # noqa: F401  (re-exported)
+from ..measure import gemm_row, matmul_fn, measured_spec, sweep, timing_row
 from ..registry import register
+from .analysis import feature_effects, pass_overhead, vocab_savings  # noqa: F401  (re-exported)
 
 __all__ = ["FC_DTYPES", "PASS_LAYOUTS", "fc_batch", "fc_features", "fc_passes", "feature_effects",
            "feature_points", "pass_overhead", "predicted_features", "predicted_vocab", "vocab_padding",
@@ -242,8 +244,6 @@ def _vocab_fn(phase, impl, multiple, V, I, T, dtype, device):
     ``"forward+backward"`` returns the gradients of the input and of every parameter (autograd.grad).
     """
     import torch
-
-    from ...padding import padded_linear
 
     gen = torch.Generator(device=device).manual_seed(0)
     dt = torch_dtype(dtype)

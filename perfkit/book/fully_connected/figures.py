@@ -19,12 +19,12 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from ...devices import DeviceSpec
+from ...display import Note
 from ...gemm_model import predict_gemm_time
 from ...provenance import Source, caption, modelled, source_of
 from ...roofline import arithmetic_intensity, batch_crossover, math_bound_batch
-from ...display import Note
-from ..figures import (
-    book_figure, frame_source, heading, legend_name, named_frames, new_figure, no_data, say, single_axes, time_axis)
+from ..figures import (book_figure, frame_source, heading, legend_name, named_frames, new_figure, no_data, say,
+    single_axes, time_axis)
 
 __all__ = ["plot_fc_batch", "plot_fc_crossover", "plot_fc_features", "plot_fc_passes", "plot_fc_widths",
            "plot_vocab_padding"]
@@ -87,7 +87,7 @@ def plot_fc_batch(frame: pd.DataFrame | None, source: Source | str | None = None
     """A layer's forward GEMM against batch: duration, TFLOP/s, and intensity against the ridge.
 
     ``frame`` is an ``fc_batch`` run (its own ``predicted_s`` dashed black); ``published`` (name →
-    frame, e.g. ``pk.published_counterparts("fc_batch")``) adds the published GPUs ("then", dotted);
+    frame, e.g. ``pk.provenance.published_counterparts("fc_batch")``) adds the published GPUs ("then", dotted);
     ``models`` adds the model's curve for each device (dashed) and, in the bottom panel, its ridge
     and :func:`perfkit.math_bound_batch` (vertical dashed). Thin lines on the duration panel are
     each measured series' two asymptotes (its fastest time, and time ∝ batch at its best

@@ -17,12 +17,12 @@ import plotly.graph_objects as go
 
 from ..._validate import positive_int
 from ...data import has_recording, load
-from ...published_data import has_published
-from ...published_data import published as published_frame
 from ...devices import DeviceSpec, device_spec
 from ...dtypes import canonical_dtype
 from ...gemm_model import explain_gemm
 from ...provenance import caption, modelled, source_of
+from ...published_data import has_published
+from ...published_data import published as published_frame
 from ...roofline import arithmetic_intensity, gemm_flops, math_bound_batch
 from ...shapes import linear_gemms
 from ..interactive import InteractiveFigure, State, heading, rounded, with_slider

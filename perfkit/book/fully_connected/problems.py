@@ -6,6 +6,7 @@ import math
 
 from ...devices import device_spec
 from ...dtypes import itemsize
+from ...padding import padded_linear
 from ...quantization import pad_to_multiple, wave_quantization
 from ...roofline import gemm_bytes, gemm_flops, math_bound_batch, roofline_time
 from ...shapes import linear_gemms
@@ -50,8 +51,6 @@ def _loss_gap(multiple: int = 64, vocab: int = 1001) -> float:
     """Cross-entropy of equal logits with the padding kept, minus with it masked (nats)."""
     import torch
     import torch.nn.functional as F
-
-    from ...padding import padded_linear
 
     fast = padded_linear(torch.nn.Linear(48, vocab), multiple, keep_padding=True)
     logits = torch.zeros(1, fast.padded_out_features, dtype=torch.float64)  # equal logits: a uniform start

@@ -17,14 +17,14 @@ from typing import Mapping
 import pandas as pd
 
 from ...devices import DeviceSpec, device_spec
-from .experiments import predicted_features, predicted_vocab
-from .analysis import feature_effects, pass_overhead, published_batch_sweeps, vocab_savings
 from ...gemm_model import predict_gemm_time
 from ...provenance import published_counterparts
 from ...roofline import batch_crossover, math_bound_batch
-from ..verdict import Evidence, Finding, finding, instead_of
-from ..evidence import as_measured, from_model, from_published, frame_of, modern, prefer, today
+from ..evidence import as_measured, frame_of, from_model, from_published, modern, prefer, today
 from ..frames import gpu_rows, recorded, spec_of
+from ..verdict import Evidence, Finding, finding, instead_of
+from .analysis import feature_effects, pass_overhead, published_batch_sweeps, vocab_savings
+from .experiments import predicted_features, predicted_vocab
 
 TITLE = "Fully-connected layers"
 CHAPTER = "03_fully_connected"

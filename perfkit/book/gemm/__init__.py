@@ -10,13 +10,12 @@ from __future__ import annotations
 import importlib
 
 from . import experiments, figures, problems, published, verdict
-from .experiments import (
-    alignment_penalty, alignment_summary, size_throughput, measure_gemm, gemm_sizes, gemm_alignment,
-    gemm_tile_quantization, gemm_tile_sizes, gemm_waves, gemm_transposes, gemm_small_n, GEMM_DTYPES)
-from .figures import (
-    plot_alignment, plot_fp8_published, plot_gemm_sizes, plot_h100_batched, plot_h100_sizes,
-    plot_layout_spread, plot_predicted_vs_measured, plot_quantization_sweep, plot_small_n,
-    plot_throughput_vs_work, plot_tile_sizes, plot_transposes)
+from .experiments import (GEMM_DTYPES, alignment_penalty, alignment_summary, gemm_alignment, gemm_sizes,
+    gemm_small_n, gemm_tile_quantization, gemm_tile_sizes, gemm_transposes, gemm_waves, measure_gemm,
+    size_throughput)
+from .figures import (plot_alignment, plot_fp8_published, plot_gemm_sizes, plot_h100_batched, plot_h100_sizes,
+    plot_layout_spread, plot_predicted_vs_measured, plot_quantization_sweep, plot_small_n, plot_throughput_vs_work,
+    plot_tile_sizes, plot_transposes)
 
 __all__ = ["GEMM_DTYPES", "alignment_penalty", "alignment_summary", "gemm_alignment", "gemm_sizes",
            "gemm_small_n", "gemm_tile_quantization", "gemm_tile_sizes", "gemm_transposes", "gemm_waves",

@@ -15,12 +15,12 @@ import pandas as pd
 from ..._validate import dtype_name, dtype_names, positive_int, sequence_of, tile_pair
 from ...devices import current_device
 from ...dtypes import canonical_dtype
-from ...quantization import alignment, wave_quantization
 from ...kernels import tiled_matmul
+from ...placement import ensure_fits, resolve_device
+from ...quantization import alignment, wave_quantization
 from ...roofline import arithmetic_intensity, gemm_bytes
 from ...timing import bench
-from ..measure import (
-    ensure_fits, gemm_bytes_needed, gemm_row, matmul_fn, matmul_operands, predicted_s, require_gpu, resolve_device,
+from ..measure import (gemm_bytes_needed, gemm_row, matmul_fn, matmul_operands, predicted_s, require_gpu,
     supports_dtype, sweep)
 from ..registry import register
 

@@ -16,14 +16,14 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from ...devices import DeviceSpec, device_spec
+from ...display import Note
 from ...gemm_model import explain_gemm, prediction_error
 from ...provenance import Source, caption, modelled, source_of
 from ...published_data import HOW_TO_GET
 from ...roofline import gemm_bytes
 from ...then_now import layout_spread
-from ...display import Note
-from ..figures import (
-    book_figure, frame_source, heading, legend_name, named_frames, new_figure, no_data, say, single_axes, time_axis)
+from ..figures import (book_figure, frame_source, heading, legend_name, named_frames, new_figure, no_data, say,
+    single_axes, time_axis)
 
 __all__ = ["plot_alignment", "plot_fp8_published", "plot_gemm_sizes", "plot_h100_batched", "plot_h100_sizes",
            "plot_layout_spread", "plot_predicted_vs_measured", "plot_quantization_sweep", "plot_small_n",
@@ -160,7 +160,7 @@ def plot_small_n(frame: pd.DataFrame | None, source: Source | str | None = None,
                  published: Mapping[str, pd.DataFrame | None] | None = None) -> Figure | Note:
     """Duration (s), TFLOP/s and GB/s against a small N: flat duration while memory-bound.
 
-    ``published`` (name → frame, e.g. ``pk.published_counterparts("gemm_small_n")``) adds the
+    ``published`` (name → frame, e.g. ``pk.provenance.published_counterparts("gemm_small_n")``) adds the
     published GPUs' points ("then"); with it, the figure is drawn even when ``frame`` is None.
     """
     then, then_labels = named_frames(published, param="published")

@@ -20,14 +20,18 @@ import numpy as np
 import pandas as pd
 
 from ...devices import DeviceSpec
-from ..measure import predicted_s
-from .experiments import alignment_penalty
 from ...published_data import published
 from ...quantization import alignment, wave_quantization
 from ...then_now import counterpart, layout_spread
-from ..verdict import Evidence, Finding, finding, instead_of as _instead
-from ..evidence import from_model, from_published, frame_of, modern, prefer, today, xla_rows
+from ...validation import with_predictions
+from ..evidence import frame_of, from_model, from_published, modern, prefer, today, xla_rows
 from ..frames import gpu_rows, is_cpu, recorded
+from ..measure import predicted_s
+from ..verdict import Evidence, Finding, finding
+from ..verdict import instead_of as _instead
+from .experiments import alignment_penalty
+from .published import deepgemm_dense
+from .published import size_effect as published_size
 
 TITLE = "Matrix multiplication"
 CHAPTER = "02_gemm"
@@ -110,7 +114,6 @@ def published_alignment_effect(frame: pd.DataFrame | None, dtype: str = "float16
     shapes over that of the aligned ones. None without both kinds of shape in ``dtype``."""
     if frame is None or not len(frame):
         return None
-    from ...validation import with_predictions
 
     rows = frame[frame["dtype"] == dtype]
     a = alignment(dtype)
@@ -194,7 +197,6 @@ def deepgemm_small_m_gain(frame: pd.DataFrame | None) -> float | None:
     """DeepGEMM's dense fp8 GEMMs (:func:`perfkit.book.gemm.published.deepgemm_dense`, its
     latest README): median over its (N, K) of TFLOP/s at M = 128 ÷ at M = 64 (2.0: memory-bound,
     the time does not grow with M; 1.0: math-bound). None without both M."""
-    from .published import deepgemm_dense
 
     dense = deepgemm_dense(frame) if frame is not None and len(frame) else None
     if dense is None or not len(dense):
@@ -210,7 +212,6 @@ def published_size_effect(xla: pd.DataFrame | None) -> float | None:
     """Bigger GEMMs in XLA's H100 table (one GEMM per launch): the smaller over bf16 and TF32 of
     :func:`perfkit.book.gemm.published.size_effect` (median TFLOP/s above 100 GFLOP ÷ below
     1 GFLOP). None without the rows."""
-    from .published import size_effect as published_size
 
     effects = [published_size(xla, d) for d in ("bfloat16", "tf32")] if xla is not None else []
     effects = [e for e in effects if e is not None]

@@ -10,16 +10,13 @@ from __future__ import annotations
 import importlib
 
 from . import convnet, experiments, figures, fusion, fusion_figures, problems, published, stream, verdict
-from .experiments import (
-    ACTIVATION_OPS, LAYOUTS, MEMORY_DTYPES, POOL_INDEX_ITEMSIZE, POOL_WINDOWS, activation_sizes,
-    bandwidth_fit, batchnorm_bytes, batchnorm_sizes, byte_table, for_reader, layout_speedup, pool_sizes,
-    predicted_activations)
-from .fusion import (
-    CHAINS, MODES, PHASES, compiler_missing, fusion_chains, fusion_savings, predicted_chains, tail_bytes)
 from .convnet import NETWORKS, convnet_breakdown, memory_share, network_layers, predicted_breakdown
-from .figures import (
-    plot_activation_sizes, plot_bandwidth_vs_occupancy, plot_batchnorm_sizes, plot_pool_sizes,
+from .experiments import (ACTIVATION_OPS, LAYOUTS, MEMORY_DTYPES, POOL_INDEX_ITEMSIZE, POOL_WINDOWS,
+    activation_sizes, bandwidth_fit, batchnorm_bytes, batchnorm_sizes, byte_table, for_reader, layout_speedup,
+    pool_sizes, predicted_activations)
+from .figures import (plot_activation_sizes, plot_bandwidth_vs_occupancy, plot_batchnorm_sizes, plot_pool_sizes,
     plot_published_time_vs_bytes)
+from .fusion import CHAINS, MODES, PHASES, compiler_missing, fusion_chains, fusion_savings, predicted_chains, tail_bytes
 from .fusion_figures import plot_fusion, plot_fusion_published, plot_network_breakdown
 
 __all__ = ["ACTIVATION_OPS", "CHAINS", "LAYOUTS", "MEMORY_DTYPES", "MODES", "NETWORKS", "PHASES",

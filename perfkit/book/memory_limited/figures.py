@@ -27,10 +27,10 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 
 from ...devices import device_spec
-from ...memory_model import memory_time
-from ...provenance import Source, caption, modelled, source_of
 from ...display import Note
-from ..figures import book_figure, frame_source, heading, new_figure, no_data, time_axis
+from ...memory_model import memory_time
+from ...provenance import Source, caption
+from ..figures import book_figure, frame_source, heading, new_figure, no_data, published_label, time_axis
 
 __all__ = ["plot_activation_sizes", "plot_bandwidth_vs_occupancy", "plot_batchnorm_sizes", "plot_pool_sizes",
            "plot_published_time_vs_bytes"]
@@ -208,21 +208,6 @@ def plot_batchnorm_sizes(frame: pd.DataFrame | None, source: Source | str | None
 
 
 # ------------------------------------------------------------------------------ published measurements
-def published_label(frame: pd.DataFrame, source: Source | str | None) -> tuple[str, bool]:
-    """(caption, is the model's): a published frame's source and how its publisher timed, or the
-    model of the GPUs a model-only frame names (``attrs["model_of"]``)."""
-    if source is not None or source_of(frame) is not None:
-        label = frame_source(frame, source)
-        timing = (frame.attrs.get("meta") or {}).get("timing")
-        return (f"{label}; timed: {timing}" if timing else str(label)), False
-    names = [n.strip() for n in str(frame.attrs.get("model_of", "")).split(",") if n.strip()]
-    if not names:
-        raise ValueError("the frame carries neither metadata nor attrs['model_of']: pass source=")
-    if len(names) == 1:
-        return str(modelled(device_spec(names[0]))), True
-    return str(Source("model", ", ".join(names), detail="achievable bandwidth (perfkit.achievable_ceilings)")), True
-
-
 _KERNEL_NAMES = {"layer_norm": "layer norm", "rms_norm": "RMS norm", "fused_add_rms_norm": "add + RMS norm",
                  "megatron_rms_norm": "RMS norm (Megatron shape)", "megatron_swiglu": "SwiGLU",
                  "relu_squared": "ReLU²"}

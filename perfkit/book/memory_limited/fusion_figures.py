@@ -18,9 +18,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from ...display import Note
 from ...provenance import Source
 from ...units import format_percent, format_time
-from ...display import Note
 from ..figures import book_figure, frame_source, heading, new_figure, no_data, time_axis
 from .figures import published_label
 

@@ -23,8 +23,8 @@ from ...dtypes import canonical_dtype
 from ...memory_model import chain_bytes, layer_bytes, memory_time
 from ...provenance import caption, modelled, source_of
 from ...units import format_time
-from .verdict import gpu_of
 from ..interactive import InteractiveFigure, State, heading, rounded, with_slider
+from .verdict import gpu_of
 
 __all__ = ["BATCHES", "CHAIN", "FIGURES", "LAYERS", "MEASURED", "layer_times", "time_vs_bytes"]
 

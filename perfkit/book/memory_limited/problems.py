@@ -10,11 +10,11 @@ from __future__ import annotations
 import math
 
 from ...devices import device_spec
-from .fusion import tail_bytes
 from ...gemm_model import DEFAULT_MODEL, predict_gemm_time
 from ...memory_model import layer_bytes, memory_time, predict_layer_time
 from ...shapes import linear_gemms
 from ..exercise import Exercise
+from .fusion import tail_bytes
 
 CHAPTER = "06_memory_limited"
 

@@ -18,10 +18,21 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from ...devices import DeviceSpec
-from ..verdict import Evidence, Finding, finding, instead_of
-from ..evidence import as_measured, from_model, from_published, frame_of, modern, number, prefer, today
+from ...calibration import calibrated
+from ...devices import DeviceSpec, device_spec
+from ...memory_model import layer_bytes, memory_time
+from ...provenance import source_of
+from ..evidence import as_measured, frame_of, from_model, from_published, modern, number, prefer, today
 from ..frames import gpu_rows, recorded, spec_of
+from ..run import run_or_load
+from ..timing.published import launch_bound_bytes
+from ..verdict import Evidence, Finding, finding, instead_of
+from . import convnet, fusion
+from . import experiments as memory
+from . import published as mp
+from .convnet import memory_share
+from .experiments import bandwidth_fit, batchnorm_bytes, layout_speedup
+from .fusion import fusion_savings
 
 TITLE = "Memory-limited layers"
 CHAPTER = "06_memory_limited"
@@ -53,8 +64,6 @@ def copy_ceiling(copy: pd.DataFrame | None, *measured: pd.DataFrame | None) -> t
     first of ``measured`` ran on (with its recorded ceilings: :func:`perfkit.calibrated`), else
     ``(None, None)``.
     """
-    from ...calibration import calibrated
-    from ...provenance import source_of
 
     if gpu_rows(copy, "copy") is not None and "gbps" in copy.columns:
         best = float(copy["gbps"].max())
@@ -73,7 +82,6 @@ def copy_frame(spec: Any, *measured: pd.DataFrame | None) -> pd.DataFrame | None
     """The ``ceiling_copy`` frame of the GPU the chapter's numbers come from: measured live when
     ``spec`` (the device in use) is a GPU, else recorded for the GPU that measured the first of
     ``measured`` with one; None without a GPU or a recording (a CPU's copy is never a GPU's ceiling)."""
-    from ...provenance import run_or_load
 
     gpu = spec if getattr(spec, "kind", None) == "gpu" else next(
         (gpu_of(f) for f in measured if gpu_of(f) is not None), None)
@@ -83,7 +91,6 @@ def copy_frame(spec: Any, *measured: pd.DataFrame | None) -> pd.DataFrame | None
 def cpu_ceiling(spec: Any) -> tuple[float | None, str | None]:
     """``(bandwidth, source)``: the copy bandwidth (bytes/s) perfkit measured for ``spec`` when it is
     a CPU, the line a CPU run's figures draw; ``(None, None)`` for a GPU or a CPU without one."""
-    from ...devices import DeviceSpec
 
     if not isinstance(spec, DeviceSpec):
         raise TypeError(f"spec must be a DeviceSpec (pk.current_device()), got {spec!r}")
@@ -100,7 +107,6 @@ def _number(value: Any) -> float | None:
 def activation_effects(acts: pd.DataFrame | None, ceiling: float | None) -> dict[str, float | None]:
     """§2: ``spread`` (slowest ÷ fastest fitted GB/s), ``near_copy`` (best fitted bandwidth ÷
     ``ceiling``) and ``knee_mb`` (median knee, 1e6 bytes) of an ``activation_sizes`` frame."""
-    from .experiments import bandwidth_fit
 
     out: dict[str, float | None] = {"spread": None, "near_copy": None, "knee_mb": None}
     if acts is None:
@@ -117,7 +123,6 @@ def activation_effects(acts: pd.DataFrame | None, ceiling: float | None) -> dict
 def batchnorm_effects(bn: pd.DataFrame | None, ceiling: float | None) -> dict[str, float | None]:
     """§3: ``nhwc_gain`` (NCHW ÷ NHWC time, forward + backward, largest size) and ``bn_saving``
     (two-pass bytes ÷ the bytes the time allows at ``ceiling``, best) of a ``batchnorm_sizes`` frame."""
-    from .experiments import batchnorm_bytes, layout_speedup
 
     out: dict[str, float | None] = {"bn_saving": None, "nhwc_gain": None}
     if bn is None:
@@ -133,7 +138,6 @@ def batchnorm_effects(bn: pd.DataFrame | None, ceiling: float | None) -> dict[st
 
 def pool_effects(pools: pd.DataFrame | None, ceiling: float | None) -> dict[str, float | None]:
     """§4: ``pool_fraction``, the median fitted bandwidth of a ``pool_sizes`` frame ÷ ``ceiling``."""
-    from .experiments import bandwidth_fit
 
     if pools is None or ceiling is None:
         return {"pool_fraction": None}
@@ -144,7 +148,6 @@ def pool_effects(pools: pd.DataFrame | None, ceiling: float | None) -> dict[str,
 def fusion_effects(fused: pd.DataFrame | None) -> dict[str, float | None]:
     """§5: ``fusion_gain`` (eager ÷ compiled time, forward + backward, median) and ``fusion_realised``
     (measured ÷ predicted saving, median) of a ``fusion_chains`` frame."""
-    from .fusion import fusion_savings
 
     out: dict[str, float | None] = {"fusion_gain": None, "fusion_realised": None}
     if fused is None:
@@ -162,7 +165,6 @@ def fusion_effects(fused: pd.DataFrame | None) -> dict[str, float | None]:
 def network_effects(net: pd.DataFrame | None) -> dict[str, float | None]:
     """§6: ``small_share`` (memory-bound share of the small CNN's layer time) and ``share_ratio``
     (that share ÷ the wide CNN's) of a ``convnet_breakdown`` frame."""
-    from .convnet import memory_share
 
     out: dict[str, float | None] = {"small_share": None, "share_ratio": None}
     if net is None:
@@ -221,7 +223,6 @@ def liger_effects(liger: pd.DataFrame | None, spec: DeviceSpec) -> dict[str, flo
     - ``fusion_realised``: time fusion saved ÷ the byte model's predicted saving, median over the
       eager/fused pairs (:func:`~perfkit.book.memory_limited.published.fusion_saving_realised`).
     """
-    from . import published as mp
 
     out: dict[str, float | None] = dict.fromkeys(("spread", "near_copy", "bn_saving", "fusion_gain",
                                                   "fusion_realised"))
@@ -252,7 +253,6 @@ def launch_knee(small: pd.DataFrame | None) -> float | None:
     """gpu-benches' small kernels launched one by one: the most bytes (1e6) a call moves while it
     still takes under twice the launch floor (:func:`perfkit.book.timing.published.launch_bound_bytes`),
     where moving the bytes takes as long as the fixed cost: the knee. None without the rows."""
-    from ..timing.published import launch_bound_bytes
 
     if small is None or not len(small):
         return None
@@ -265,8 +265,6 @@ def model_effects(spec: DeviceSpec) -> dict[str, float | None]:
     chapter's model frames (activations, CNN breakdown, fusion chains) run through :func:`effects`,
     batch norm's two passes against one, pooling at the model's bandwidth; NCHW and NHWC move the
     same bytes, so ``nhwc_gain`` is 1.0."""
-    from . import convnet, fusion, experiments as memory
-    from ...memory_model import layer_bytes, memory_time
 
     ceiling = spec.ceilings.bandwidth
     e = {**activation_effects(as_measured(memory.predicted_activations(spec)), ceiling),
@@ -288,7 +286,6 @@ def alternatives(published: Mapping[str, pd.DataFrame | None] | None,
     kernels and gpu-benches' H200 small kernels where they measure the rule, else the model's
     prediction for ``spec`` (default: the H100 SXM). ``published`` maps the names of :data:`MODERN`
     to their frames (None or absent: not available)."""
-    from ...devices import device_spec
 
     spec = today(spec)
     liger, small = frame_of(published, "liger_memory_bound"), frame_of(published, "gpu_benches_small_kernels")

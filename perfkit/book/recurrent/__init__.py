@@ -10,14 +10,11 @@ from __future__ import annotations
 import importlib
 
 from . import analysis, experiments, figures, problems, verdict
-from .experiments import (
-    CELLS, DEEPBENCH_LAYERS, PERSISTENT_ATOL, combine_speedup, deepbench_comparable, gemm_loop, rnn_batch,
-    rnn_combine_time, rnn_cudnn, rnn_hidden, rnn_persistent, throughput_ratio)
-from .analysis import (
-    batch_effects, combine_summary, layer_count, layer_speedups, layout_table, persistent_summary,
+from .analysis import (batch_effects, combine_summary, layer_count, layer_speedups, layout_table, persistent_summary,
     predicted_layers, throughput_ratios)
-from .figures import (
-    plot_combine_time, plot_layer_minibatch, plot_persistent, plot_rnn_batch, plot_rnn_hidden,
+from .experiments import (CELLS, DEEPBENCH_LAYERS, PERSISTENT_ATOL, combine_speedup, deepbench_comparable, gemm_loop,
+    rnn_batch, rnn_combine_time, rnn_cudnn, rnn_hidden, rnn_persistent, throughput_ratio)
+from .figures import (plot_combine_time, plot_layer_minibatch, plot_persistent, plot_rnn_batch, plot_rnn_hidden,
     plot_rnn_layers, plot_rnn_then_now)
 
 __all__ = ["CELLS", "DEEPBENCH_LAYERS", "PERSISTENT_ATOL", "batch_effects", "combine_speedup",

@@ -22,12 +22,14 @@ import pandas as pd
 from ..._validate import dtype_name, one_of, positive_int, sequence_of
 from ...devices import current_device
 from ...dtypes import itemsize, torch_dtype
+from ...kernels import cupy_rnn
+from ...kernels.cupy_rnn import rnn_reference
+from ...placement import ensure_fits, resolve_device
 from ...roofline import gemm_bytes
 from ...shapes import RNN_GATES, rnn_gemms
 from ...timing import bench
 from ...units import format_time
-from ..measure import (
-    ensure_fits, gemm_row, matmul_fn, matmul_operands, predicted_s, require_gpu, resolve_device, sweep, timing_row)
+from ..measure import gemm_row, matmul_fn, matmul_operands, predicted_s, require_gpu, sweep, timing_row
 from ..registry import register
 from .analysis import DEEPBENCH_LAYERS, combine_speedup, deepbench_comparable, throughput_ratio
 
@@ -308,7 +310,6 @@ def rnn_persistent(*, hidden=None, batch=None, timesteps=None, device="auto", qu
                 "(perfkit.run_or_load) and run perfkit.rnn_reference for the math")
     dtype, spec = "float16", current_device()
     ensure_fits(max(_layer_bytes("rnn", h, b, T, dtype) for h in hs for b in bs), device, what="rnn_persistent")
-    from ...kernels.cupy_rnn import persistent_rnn, rnn_reference
 
     def measure(p):
         h, b, impl = p
@@ -318,7 +319,7 @@ def rnn_persistent(*, hidden=None, batch=None, timesteps=None, device="auto", qu
                    predicted_s=T * predicted_s(h, b, h, dtype, spec), note="")
         if impl == "persistent":
             try:
-                out = persistent_rnn(xp, w)
+                out = cupy_rnn.persistent_rnn(xp, w)
             except ValueError as e:  # the shape does not fit this GPU's chip: no time, the reason kept
                 return dict(row, **dict.fromkeys(("time_s", "iqr_s", "step_s", "tflops"), math.nan),
                             note=f"refused: {e}")
@@ -326,7 +327,7 @@ def rnn_persistent(*, hidden=None, batch=None, timesteps=None, device="auto", qu
             if not err <= PERSISTENT_ATOL:
                 raise RuntimeError(f"persistent_rnn differs from rnn_reference by {err:.3g} at H={h}, batch={b}, "
                                    f"T={T} (tolerance {PERSISTENT_ATOL}); not timing a wrong kernel")
-            fn, sub = (lambda: persistent_rnn(xp, w)), 0.0
+            fn, sub = (lambda: cupy_rnn.persistent_rnn(xp, w)), 0.0
             row["note"] = f"checked against rnn_reference (max error {err:.1g})"
         elif impl == "cudnn":  # nn.RNN includes its input GEMM: measure it apart and subtract
             fn = lambda: mod(xp)  # noqa: E731  (xp serves as the layer's input x here)

@@ -17,9 +17,10 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogFormatter
 
 from ...devices import device_spec
+from ...display import Note, show
 from ...provenance import Source, caption, modelled
+from ...published_data.notes import published_absent
 from ...shapes import RNN_GATES
-from ...display import Note, published_absent, show
 from ..figures import book_figure, frame_source, heading, named_frames, new_figure, no_data, time_axis
 
 __all__ = ["plot_combine_time", "plot_layer_minibatch", "plot_persistent", "plot_rnn_batch", "plot_rnn_hidden",

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ...published_data import has_published, published
 from ...devices import device_spec
 from ...gemm_model import explain_gemm
 from ...kernels.cupy_rnn import max_persistent_hidden
+from ...published_data import has_published, published
 from ...roofline import gemm_flops, math_bound_batch
 from ...shapes import rnn_gemms
 from ..exercise import Exercise
@@ -110,7 +110,7 @@ EXERCISES: list[Exercise] = [
         "rnn-4", CHAPTER,
         "What is the largest LSTM hidden size H whose fused recurrent weight U (4H × H, fp16) holds no "
         "more weights than the largest vanilla U that perfkit's persistent kernel keeps on an H100's "
-        "chip? Use pk.max_persistent_hidden(sms=132, smem_per_block_bytes=227 * 1024).",
+        "chip? Use pk.kernels.max_persistent_hidden(sms=132, smem_per_block_bytes=227 * 1024).",
         _largest_lstm, unit="hidden units", rel_tol=0.03, close_tol=0.15, fmt="{:,.0f}",
         hint="U has 4·H² weights; the vanilla limit holds H_max² of them.",
         mistakes=((lambda: _largest_lstm(gates=1), "that is the vanilla limit; an LSTM's U has four "

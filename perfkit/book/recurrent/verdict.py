@@ -20,16 +20,16 @@ from typing import Any, Mapping
 import pandas as pd
 
 from ...devices import DeviceSpec
-from ..measure import predicted_s
-from .experiments import DEEPBENCH_LAYERS
-from .analysis import combine_speedup, deepbench_comparable, throughput_ratio
 from ...gemm_model import explain_gemm
 from ...published_data import published
 from ...shapes import rnn_gemms
 from ...then_now import counterpart, layout_spread
-from ..verdict import Evidence, Finding, finding, instead_of
-from ..evidence import from_model, from_published, frame_of, modern, number, prefer, today, xla_rows
+from ..evidence import frame_of, from_model, from_published, modern, number, prefer, today, xla_rows
 from ..frames import gpu_rows, recorded
+from ..measure import predicted_s
+from ..verdict import Evidence, Finding, finding, instead_of
+from .analysis import combine_speedup, deepbench_comparable, throughput_ratio
+from .experiments import DEEPBENCH_LAYERS
 
 TITLE = "Recurrent layers"
 CHAPTER = "04_recurrent"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 
 from . import experiments, figures, problems, published
-from .experiments import timer_cases, timer_validation, timer_table
+from .experiments import timer_cases, timer_table, timer_validation
 from .figures import plot_samples, plot_small_kernels, plot_timers
 
 __all__ = ["plot_samples", "plot_small_kernels", "plot_timers", "timer_cases", "timer_table",

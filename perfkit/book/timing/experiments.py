@@ -6,9 +6,10 @@ import time
 
 import pandas as pd
 
+from ...placement import ensure_fits, resolve_device
 from ...timing import bench
-from ...units import MiB
-from ..measure import ensure_fits, matmul_fn, resolve_device, sweep
+from ...units import MiB, format_time
+from ..measure import matmul_fn, sweep
 from ..registry import register
 
 
@@ -103,7 +104,6 @@ def timer_table(frame: pd.DataFrame | None) -> pd.DataFrame | None:
     """
     if frame is None:
         return None
-    from ...units import format_time
 
     out = pd.DataFrame({"case": frame["case"].to_numpy()})
     for column, name in TIMER_COLUMNS.items():

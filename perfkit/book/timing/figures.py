@@ -7,15 +7,14 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-
 from matplotlib.ticker import EngFormatter
 
 from ...devices import device_spec
+from ...display import Note
 from ...measurement import Measurement
 from ...provenance import Source, live
 from ...units import format_time
-from ...display import Note
-from ..figures import book_figure, frame_source, heading, new_figure, no_data, single_axes, time_axis
+from ..figures import book_figure, frame_source, heading, new_figure, no_data, published_label, single_axes, time_axis
 
 __all__ = ["plot_samples", "plot_small_kernels", "plot_timers"]
 
@@ -83,7 +82,6 @@ def plot_small_kernels(frame: pd.DataFrame | None, source: Source | str | None =
     its shortest time) dashed; right,
     GB/s, with the GPU's L2 size and datasheet bandwidth. A model-only frame
     (:func:`~perfkit.book.timing.published.predicted_small_kernels`) draws ``predicted_s``."""
-    from ..memory_limited.figures import published_label  # here: plots.memory re-exports this function
 
     if (note := no_data(frame, source)) is not None:
         return note

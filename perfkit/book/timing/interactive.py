@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 from ..._validate import positive_int
 from ...measurement import NOISE_THRESHOLD, Measurement, NoiseWarning
 from ...provenance import Source, live
+from ...timing import bench
 from ...units import format_percent, format_time
 from ..interactive import InteractiveFigure, State, heading, rounded, with_slider
 
@@ -60,7 +61,6 @@ def _first(m: Measurement, k: int) -> Measurement:
 
 def _default_measurement() -> Measurement:
     """A short live measurement on this machine's CPU: a NumPy sort of 65,536 floats."""
-    from ...timing import bench
 
     data = np.random.default_rng(0).random(1 << 16)
     with warnings.catch_warnings():

@@ -8,8 +8,8 @@ import numpy as np
 
 from ...measurement import GROSS_NOISE_THRESHOLD, NOISE_THRESHOLD, Measurement, to_tflops
 from ...roofline import gemm_flops
-from ...units import format_time
 from ...timing import _sample_count, bench
+from ...units import format_time
 from ..exercise import Exercise
 
 CHAPTER = "90_timing"
@@ -76,7 +76,7 @@ EXERCISES: list[Exercise] = [
     Exercise(
         id="timing-3", chapter=CHAPTER,
         question=(f"pk.bench reports a median of {format_time(GEMM_MEDIAN_S)} for a {GEMM_SIZE}³ bfloat16 GEMM. "
-                  "What throughput is that, in TFLOP/s (pk.to_tflops and pk.gemm_flops)?"),
+                  "What throughput is that, in TFLOP/s (pk.timing.to_tflops and pk.gemm_flops)?"),
         solve=lambda: to_tflops(GEMM_MEDIAN_S, gemm_flops(GEMM_SIZE, GEMM_SIZE, GEMM_SIZE)),
         unit="TFLOP/s", fmt="{:,.4g}",
         hint=f"perfkit takes seconds: {format_time(GEMM_MEDIAN_S)} is {GEMM_MEDIAN_S:g} s, and a GEMM does "

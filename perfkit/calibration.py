@@ -36,11 +36,11 @@ def recorded_ceilings_of(spec: DeviceSpec, root: str | os.PathLike | None = None
     if any(f is None for f in frames.values()):
         return None
     best = measured_ceilings(frames["ceiling_matmul"], frames["ceiling_copy"])
-    if not best["bandwidth"] or not best["flops"]:
+    if not best["bandwidth"] or not best["flop_s"]:
         return None
     slowdown = alignment_slowdown(_recording("gemm_alignment", spec, root))
     label = caption([source_of(f) for f in frames.values()])
-    return Ceilings(best["flops"], best["bandwidth"], f"measured ({label})", slowdown)
+    return Ceilings(best["flop_s"], best["bandwidth"], f"measured ({label})", slowdown)
 
 
 def calibrated(spec: str | DeviceSpec, root: str | os.PathLike | None = None) -> DeviceSpec:
@@ -66,10 +66,10 @@ def current_device(refresh: bool = False) -> DeviceSpec:
 def recorded_ceilings(spec: DeviceSpec, dtype: str = "float16") -> dict | None:
     """Measured ceilings of ``spec``'s GPU from ``data/``, for :func:`perfkit.plot_roofline`.
 
-    Returns ``{"label", "flops", "bandwidth"}`` (FLOP/s, bytes/s) when ``ceiling_matmul`` (with
+    Returns ``{"label", "flop_s", "bandwidth"}`` (FLOP/s, bytes/s) when ``ceiling_matmul`` (with
     ``dtype``) and ``ceiling_copy`` were both recorded on a GPU matching ``spec``, else ``None``.
     """
     measured = recorded_ceilings_of(spec)
-    if measured is None or dtype not in measured.flops:
+    if measured is None or dtype not in measured.flop_s:
         return None
-    return {"label": measured.source, "flops": measured.flops[dtype], "bandwidth": measured.bandwidth}
+    return {"label": measured.source, "flop_s": measured.flop_s[dtype], "bandwidth": measured.bandwidth}

@@ -25,7 +25,7 @@ a ceiling above the datasheet's. Units: FLOP/s, bytes/s, seconds.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from .dtypes import canonical_dtype
 from .units import GIGA, TERA
@@ -33,7 +33,15 @@ from .units import GIGA, TERA
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .devices import DeviceSpec
+
+class DeviceSpec(Protocol):
+    """What this module reads of a :class:`perfkit.devices.DeviceSpec` (devices imports this module,
+    not the other way round)."""
+
+    name: str
+    peaks: Mapping[str, float]
+    mem_bandwidth: float | None
+    sources: Mapping[str, str]
 
 __all__ = ["ACHIEVABLE_FRACTIONS", "BANDWIDTH_FRACTION", "CEILINGS_CHOICES", "EXTRA_LATENCY_S", "GENERIC_FRACTIONS",
            "KERNEL_LATENCY_S", "TENSOR_CORE_DTYPES", "TF32_FIT", "Ceilings", "achievable_ceilings",
@@ -115,19 +123,19 @@ class Ceilings:
     (:data:`EXTRA_LATENCY_S`).
     """
 
-    flops: Mapping[str, float]
+    flop_s: Mapping[str, float]
     bandwidth: float
     source: str
     unaligned_slowdown: Mapping[str, float] = field(default_factory=dict)
     extra_latency_s: Mapping[str, float] = field(default_factory=dict)
 
-    def flops_for(self, dtype) -> float:
+    def flop_s_for(self, dtype) -> float:
         """Achievable FLOP/s for ``dtype``; ``LookupError`` if there is none."""
         d = canonical_dtype(dtype)
-        if d not in self.flops:
-            have = ", ".join(map(repr, self.flops)) or "none"
+        if d not in self.flop_s:
+            have = ", ".join(map(repr, self.flop_s)) or "none"
             raise LookupError(f"no achievable throughput for dtype {d!r} ({self.source}); dtypes: {have}")
-        return self.flops[d]
+        return self.flop_s[d]
 
 
 def _check_spec(spec: Any) -> DeviceSpec:
@@ -151,11 +159,11 @@ def default_ceilings(spec: DeviceSpec) -> Ceilings:
     """Documented fractions of the datasheet (:data:`ACHIEVABLE_FRACTIONS`, :data:`BANDWIDTH_FRACTION`)."""
     spec = _check_spec(spec)
     fr = ACHIEVABLE_FRACTIONS.get(spec.name, GENERIC_FRACTIONS)
-    flops = {}
+    flop_s = {}
     for d, peak in spec.peaks.items():
         tensor = d in TENSOR_CORE_DTYPES and fr["tensor"] is not None
-        flops[d] = peak * fr.get(d, fr["tensor"] if tensor else fr["cuda"])
-    return Ceilings(flops, spec.mem_bandwidth * BANDWIDTH_FRACTION,
+        flop_s[d] = peak * fr.get(d, fr["tensor"] if tensor else fr["cuda"])
+    return Ceilings(flop_s, spec.mem_bandwidth * BANDWIDTH_FRACTION,
                     f"default fractions of the datasheet ({fr['source']}; bandwidth ×{BANDWIDTH_FRACTION})",
                     extra_latency_s=dict(EXTRA_LATENCY_S.get(spec.name, {})))
 
@@ -167,7 +175,7 @@ def merged(default: Ceilings, measured: Ceilings) -> Ceilings:
     for name, c in (("default", default), ("measured", measured)):
         if not isinstance(c, Ceilings):
             raise TypeError(f"{name} must be a Ceilings, got {c!r}")
-    return Ceilings({**default.flops, **measured.flops}, measured.bandwidth, measured.source,
+    return Ceilings({**default.flop_s, **measured.flop_s}, measured.bandwidth, measured.source,
                     measured.unaligned_slowdown, default.extra_latency_s)
 
 
@@ -195,11 +203,11 @@ def resolve_ceilings(spec: DeviceSpec, ceilings: Ceilings | str | None = None) -
 
 
 def measured_ceilings(matmul: pd.DataFrame | None = None, copy: pd.DataFrame | None = None) -> dict:
-    """Best measured values: ``{"flops": {dtype: FLOP/s}, "bandwidth": bytes/s}`` from a
+    """Best measured values: ``{"flop_s": {dtype: FLOP/s}, "bandwidth": bytes/s}`` from a
     ``ceiling_matmul`` frame (column ``tflops``) and a ``ceiling_copy`` frame (column ``gbps``)."""
-    out: dict = {"flops": {}, "bandwidth": None}
+    out: dict = {"flop_s": {}, "bandwidth": None}
     if matmul is not None and len(matmul):
-        out["flops"] = {d: float(g["tflops"].max()) * TERA for d, g in matmul.groupby("dtype")}
+        out["flop_s"] = {d: float(g["tflops"].max()) * TERA for d, g in matmul.groupby("dtype")}
     if copy is not None and len(copy):
         out["bandwidth"] = float(copy["gbps"].max()) * GIGA
     return out
@@ -221,5 +229,5 @@ def alignment_slowdown(frame: pd.DataFrame | None) -> dict[str, float]:
 
 def describe(ceilings: Ceilings, dtype) -> str:
     """One line: the achievable throughput for ``dtype``, the bandwidth, and their source."""
-    return (f"{ceilings.flops_for(dtype) / TERA:,.1f} TFLOP/s, {ceilings.bandwidth / GIGA:,.0f} GB/s "
+    return (f"{ceilings.flop_s_for(dtype) / TERA:,.1f} TFLOP/s, {ceilings.bandwidth / GIGA:,.0f} GB/s "
             f"({ceilings.source})")

@@ -31,6 +31,7 @@ import pandas as pd
 
 from ._validate import folder
 from .devices import KNOWN_DEVICES, match_driver_name
+from .meta import FrameMeta
 
 #: Columns of :func:`recordings`.
 RECORDING_COLUMNS: tuple[str, ...] = (
@@ -97,17 +98,17 @@ def recordings(root: str | os.PathLike | None = None) -> pd.DataFrame:
             if not csv_path.is_file():
                 continue
             try:
-                meta = read_meta(meta_path)
+                meta = FrameMeta.of(read_meta(meta_path), "metadata")
             except (OSError, ValueError):
                 continue  # not a recording's metadata
             found.append({
                 "device_slug": meta_path.parent.name,
-                "device_name": meta.get("device_name"),
-                "device_kind": meta.get("device_kind"),
-                "experiment": meta.get("experiment", meta_path.stem),
-                "recorded_at": meta.get("recorded_at"),
-                "rows": meta.get("rows"),
-                "complete": bool(meta.get("complete", False)),
+                "device_name": meta.device_name,
+                "device_kind": meta.device_kind,
+                "experiment": meta.experiment or meta_path.stem,
+                "recorded_at": meta.recorded_at,
+                "rows": meta.rows,
+                "complete": bool(meta.complete),
                 "path": str(csv_path),
             })
     table = pd.DataFrame(found, columns=list(RECORDING_COLUMNS))
@@ -191,7 +192,7 @@ def load(experiment: str, device: Any = None, root: str | os.PathLike | None = N
     try:
         df = pd.read_csv(csv_path)
     except pd.errors.EmptyDataError:  # interrupted before the first row
-        df = pd.DataFrame(columns=list(meta.get("columns") or {}))
+        df = pd.DataFrame(columns=list(FrameMeta.of(meta, "metadata").columns))
     df.attrs["meta"] = meta
     return df
 

@@ -52,7 +52,7 @@ class DeviceSpec:
         default = default_ceilings(self)
         return default if self.measured_ceilings is None else merged(default, self.measured_ceilings)
 
-    def peak_flops(self, dtype) -> float:
+    def peak_flop_s(self, dtype) -> float:
         """Dense peak math throughput for ``dtype`` in FLOP/s (OP/s for int8)."""
         d = canonical_dtype(dtype)
         if d not in self.peaks:
@@ -64,7 +64,7 @@ class DeviceSpec:
         """The ridge point of the roofline: peak FLOP/s ÷ memory bytes/s, in FLOP per byte."""
         if not self.mem_bandwidth:
             raise LookupError(f"memory bandwidth of {self.name} is unknown")
-        return self.peak_flops(dtype) / self.mem_bandwidth
+        return self.peak_flop_s(dtype) / self.mem_bandwidth
 
     @property
     def label(self) -> str:
@@ -186,6 +186,7 @@ _DRIVER_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"\bH800\b", "H800"),
     (r"\bH100\b.*\bPCIe\b", "H100-PCIe"),
     (r"\bH100\b.*(SXM|HBM3)", "H100-SXM"),
+    (r"^\W*H100\W*$", "H100-SXM"),  # the bare name, as in advise(..., spec="H100"): the SXM part
     (r"\bA100\b.*80\s*GB", "A100-SXM4-80GB"),
     (r"\bA100\b", "A100-SXM4-40GB"),
     (r"\bV100\b", "V100-SXM2"),
@@ -229,23 +230,23 @@ def match_driver_name(driver_name: str) -> str | None:
     return None
 
 
-def is_cpu_meta(meta: dict) -> bool:
-    """Whether a frame's metadata (``frame.attrs["meta"]``) says it was measured on a CPU."""
-    name = str(meta.get("device_name") or meta.get("device") or "")
-    return meta.get("device_kind") == "cpu" or name.upper().startswith("CPU")
-
-
-def gpu_of_meta(meta: dict) -> "DeviceSpec | None":
-    """The GPU a frame's metadata (``frame.attrs["meta"]``) names: its recorded table name, else its
-    driver's name, else this GPU for a live frame; None when perfkit does not know the GPU."""
-    driver = str(meta.get("device_name") or "")
-    for name in (meta.get("device"), match_driver_name(driver), driver):
-        if isinstance(name, str) and name:
-            try:
-                return device_spec(name)
-            except LookupError:
-                continue
-    return current_device() if meta.get("live") else None
+def resolve_spec(spec: "str | DeviceSpec | None", *, default: "str | DeviceSpec | None" = None,
+                 param: str = "spec", none_ok: bool = True) -> DeviceSpec:
+    """The device a caller means: a :class:`DeviceSpec` as it is, a name (``'H100-SXM'``) through
+    :func:`device_spec`, ``None`` → ``default`` (a name or a spec) or else :func:`current_device`
+    (refused when not ``none_ok``: a model predicts for the device it is given).
+    ``TypeError`` naming ``param`` and what it accepts otherwise; ``LookupError`` for an unknown name."""
+    if spec is None and none_ok:
+        return current_device() if default is None else resolve_spec(default, param=param)
+    if isinstance(spec, DeviceSpec):
+        return spec
+    if isinstance(spec, str):
+        try:
+            return device_spec(spec)
+        except LookupError as e:
+            raise LookupError(f"{param}: {e}") from None
+    accepted = "a device name such as 'H100-SXM', a DeviceSpec" + (" or None" if none_ok else "")
+    raise TypeError(f"{param} must be {accepted}, got {spec!r} ({type(spec).__name__})")
 
 
 def cuda_available() -> bool:

@@ -54,7 +54,7 @@ from typing import Any, Mapping
 
 from ._validate import non_negative_number, positive_int, positive_number, tile_pair
 from .ceilings import KERNEL_LATENCY_S, Ceilings, resolve_ceilings
-from .devices import DeviceSpec
+from .devices import DeviceSpec, resolve_spec
 from .dtypes import canonical_dtype, itemsize, output_itemsize
 from .quantization import alignment, cdiv
 from .roofline import gemm_bytes, gemm_flops
@@ -103,9 +103,9 @@ class GemmModel:
         positive_int("min_split_k", self.min_split_k)
 
 
-    def reuse_half(self, flops: float, bandwidth: float) -> float:
-        """``r0`` in elements for a math throughput ``flops`` (FLOP/s) and a bandwidth (bytes/s)."""
-        return self.reuse_per_ridge * positive_number("flops", flops) / positive_number("bandwidth", bandwidth)
+    def reuse_half(self, flop_s: float, bandwidth: float) -> float:
+        """``r0`` in elements for a math throughput ``flop_s`` (FLOP/s) and a bandwidth (bytes/s)."""
+        return self.reuse_per_ridge * positive_number("flop_s", flop_s) / positive_number("bandwidth", bandwidth)
 
 
 DEFAULT_MODEL = GemmModel()
@@ -154,14 +154,14 @@ class GemmPrediction:
     launch_overhead_s: float = 0.0  # the latency added (twice with a split-K second kernel)
     split_k: int = 1  # K slices
     math_dtype: str = ""  # the dtype whose throughput bounds the math
-    flops_ceiling: float = 0.0  # achievable FLOP/s used
+    flop_s_ceiling: float = 0.0  # achievable FLOP/s used
     bandwidth_ceiling: float = 0.0  # achievable bytes/s used
     ceilings_source: str = ""  # where the ceilings come from
-    reuse_half: float = 0.0  # r0 in elements: the tile reuse at half speed (c · flops / bandwidth)
+    reuse_half: float = 0.0  # r0 in elements: the tile reuse at half speed (c · flop_s / bandwidth)
     batch: int = 1  # GEMMs of this shape in the one launch
 
     @property
-    def achieved_flops(self) -> float:
+    def achieved_flop_s(self) -> float:
         """Predicted throughput in FLOP/s: ``batch·2·M·N·K / predicted_s``."""
         return self.batch * gemm_flops(self.M, self.N, self.K) / self.predicted_s
 
@@ -188,12 +188,13 @@ def _unit_times(tm, tn, k, size, rows, cols, peak_per_unit, bw_per_unit, factor)
     return 2 * tm * tn * k / peak_per_unit / factor, share / bw_per_unit
 
 
-def explain_gemm(M: int, N: int, K: int, dtype: Any, spec: DeviceSpec, tile: tuple[int, int] | None = None, *,
+def explain_gemm(M: int, N: int, K: int, dtype: Any, spec: str | DeviceSpec, tile: tuple[int, int] | None = None, *,
                  blocks_per_sm: int = 1, launch_overhead_s: float | None = None,
                  shape_factors: Mapping[tuple[int, int], float] | None = None, math_dtype: Any = None,
                  accumulate: bool = False, split_k: int | None = None, ceilings: Ceilings | str | None = None,
                  model: GemmModel | None = None, batch: int = 1) -> GemmPrediction:
-    """Predict an M×N×K GEMM on ``spec`` and say why (the model is in the module docstring).
+    """Predict an M×N×K GEMM on ``spec`` (a DeviceSpec or a name such as ``"H100-SXM"``) and say why
+    (the model is in the module docstring).
 
     - ``dtype``: the storage dtype of A and B (int8 writes an int32 C, float8 a 2-byte C);
       ``math_dtype`` (default ``dtype``): the dtype whose throughput bounds the math, e.g.
@@ -214,8 +215,7 @@ def explain_gemm(M: int, N: int, K: int, dtype: Any, spec: DeviceSpec, tile: tup
     batch = positive_int("batch", batch)
     dtype = canonical_dtype(dtype)
     math_dtype = dtype if math_dtype is None else canonical_dtype(math_dtype)
-    if not isinstance(spec, DeviceSpec):
-        raise TypeError(f"spec must be a DeviceSpec (e.g. device_spec('H100-SXM')), got {spec!r}")
+    spec = resolve_spec(spec, none_ok=False)
     if not spec.mem_bandwidth:
         raise LookupError(f"memory bandwidth of {spec.name} is unknown, so it has no roofline")
     if not spec.sms:
@@ -240,8 +240,8 @@ def explain_gemm(M: int, N: int, K: int, dtype: Any, spec: DeviceSpec, tile: tup
     if latency is None:
         latency = model.latency_s + cl.extra_latency_s.get(math_dtype, 0.0)
     split_launches = 1 if spec.name in SPLIT_K_IN_KERNEL else 2
-    peak_sheet = spec.peak_flops(math_dtype)
-    peak = min(cl.flops_for(math_dtype), peak_sheet)
+    peak_sheet = spec.peak_flop_s(math_dtype)
+    peak = min(cl.flop_s_for(math_dtype), peak_sheet)
     bw = min(cl.bandwidth, spec.mem_bandwidth)
     r0 = model.reuse_half(peak, bw)
     a = alignment(dtype)
@@ -281,11 +281,11 @@ def explain_gemm(M: int, N: int, K: int, dtype: Any, spec: DeviceSpec, tile: tup
         utilization=n_tiles * s / (waves * wave), tile_efficiency=batch * M * N / (n_tiles * t[0] * t[1]),
         shape_factor=factor, floor_s=floor_s, math_s=math_s, memory_s=memory_s, predicted_s=predicted,
         bound=bound, aligned=aligned, launch_overhead_s=overhead, split_k=s, math_dtype=math_dtype,
-        flops_ceiling=peak, bandwidth_ceiling=bw, ceilings_source=cl.source, reuse_half=r0, batch=batch,
+        flop_s_ceiling=peak, bandwidth_ceiling=bw, ceilings_source=cl.source, reuse_half=r0, batch=batch,
     )
 
 
-def predict_gemm_time(M: int, N: int, K: int, dtype: Any, spec: DeviceSpec, tile: tuple[int, int] | None = None,
+def predict_gemm_time(M: int, N: int, K: int, dtype: Any, spec: str | DeviceSpec, tile: tuple[int, int] | None = None,
                       **options) -> float:
     """Predicted time of an M×N×K GEMM in seconds: ``explain_gemm(...).predicted_s`` (same options;
     ``batch=b`` gives the time of b such GEMMs in one launch)."""

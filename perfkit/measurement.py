@@ -87,9 +87,9 @@ class Measurement:
         med = self.median
         return self.iqr / med if med > 0 else math.inf
 
-    def tflops(self, flops: float) -> float:
+    def tflop_s(self, flops: float) -> float:
         """Throughput from the median: ``flops`` / median / TERA (TFLOP/s)."""
-        return to_tflops(self, flops)
+        return to_tflop_s(self, flops)
 
     def gbps(self, nbytes: float) -> float:
         """Bandwidth from the median: ``nbytes`` / median / GIGA (GB/s)."""
@@ -130,7 +130,7 @@ def _seconds_of(measurement_or_seconds: Measurement | float) -> float:
     return positive_number("measurement_or_seconds", measurement_or_seconds)
 
 
-def to_tflops(measurement_or_seconds: Measurement | float, flops: float) -> float:
+def to_tflop_s(measurement_or_seconds: Measurement | float, flops: float) -> float:
     """TFLOP/s (TERA FLOP/s) for ``flops`` done in a Measurement's median or in a number of seconds."""
     seconds = _seconds_of(measurement_or_seconds)
     flops = positive_number("flops", flops)
@@ -145,4 +145,4 @@ def to_gbps(measurement_or_seconds: Measurement | float, nbytes: float) -> float
 
 
 __all__ = ["GROSS_NOISE_THRESHOLD", "Measurement", "NOISE_THRESHOLD", "NoiseWarning", "noise_message",
-           "to_gbps", "to_tflops"]
+           "to_gbps", "to_tflop_s"]

@@ -65,7 +65,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ._validate import boolean, int_or_pair, non_negative_int, non_negative_number, one_of, positive_int
 from .ceilings import KERNEL_LATENCY_S, Ceilings, resolve_ceilings
-from .devices import DeviceSpec
+from .devices import DeviceSpec, resolve_spec
 from .dtypes import canonical_dtype, itemsize
 
 __all__ = ["ACTIVATIONS", "CHAIN_KINDS", "KINDS", "PARAM_ITEMSIZE", "PASSES", "chain_bytes", "layer_bytes", "memory_time",
@@ -268,9 +268,10 @@ def chain_bytes(kinds: Sequence[Any], shape: Any, dtype: Any, *, fused: bool = F
     return (reads + multi_read) * E * s + other * s + E * s + extra
 
 
-def memory_time(nbytes: float, spec: DeviceSpec, *, latency_s: float | None = None,
+def memory_time(nbytes: float, spec: str | DeviceSpec, *, latency_s: float | None = None,
                 ceilings: Ceilings | str | None = None) -> float:
-    """Predicted seconds to move ``nbytes`` on ``spec``: a kernel's fixed latency + bytes / bandwidth.
+    """Predicted seconds to move ``nbytes`` on ``spec`` (a DeviceSpec or a name such as ``"H100-SXM"``):
+    a kernel's fixed latency + bytes / bandwidth.
 
     The bandwidth is the achievable one of ``ceilings`` (as :func:`perfkit.explain_gemm` takes it;
     default the spec's own, ``spec.ceilings``: 90 % of the datasheet unless measured ceilings were
@@ -279,10 +280,10 @@ def memory_time(nbytes: float, spec: DeviceSpec, *, latency_s: float | None = No
     """
     nbytes = non_negative_number("nbytes", nbytes, "bytes")
     lat = KERNEL_LATENCY_S if latency_s is None else non_negative_number("latency_s", latency_s, "seconds")
-    return lat + nbytes / resolve_ceilings(spec, ceilings).bandwidth
+    return lat + nbytes / resolve_ceilings(resolve_spec(spec, none_ok=False), ceilings).bandwidth
 
 
-def predict_layer_time(kind: str, shape: Any, dtype: Any, spec: DeviceSpec, *, pass_: str = "forward",
+def predict_layer_time(kind: str, shape: Any, dtype: Any, spec: str | DeviceSpec, *, pass_: str = "forward",
                        latency_s: float | None = None, **params: Any) -> float:
     """:func:`memory_time` of :func:`layer_bytes`: the byte model's seconds for one pass of a layer."""
     return memory_time(layer_bytes(kind, shape, dtype, pass_=pass_, **params), spec, latency_s=latency_s)

@@ -29,6 +29,7 @@ import pandas as pd
 
 from ._validate import frame_or_none
 from .devices import DeviceSpec, current_device
+from .meta import FrameMeta
 from .published_data import has_published, published
 from .then_now import COUNTERPARTS, KIND, counterpart
 
@@ -85,26 +86,25 @@ def live(device: str | None = None, *, quick: bool = False) -> Source:
     return Source("live", device or current_device().label, _today(), quick=bool(quick))
 
 
-def from_meta(meta: Mapping[str, Any]) -> Source:
+def from_meta(meta: Mapping[str, Any] | FrameMeta) -> Source:
     """The source described by a frame's metadata: a live run's, a recording's or a published one's."""
-    if not isinstance(meta, Mapping):
-        raise TypeError(f"meta must be a metadata dict (frame.attrs['meta']), got {type(meta).__name__}")
-    device = meta.get("device_name") or "an unknown device"
-    if meta.get("live"):
-        quick = bool((meta.get("params") or {}).get("quick", False))
-        return Source("live", device, str(meta.get("measured_at", ""))[:10] or _today(), quick=quick)
-    if meta.get("published_by"):
-        return Source("published", device, str(meta.get("published_date") or "an unknown date"),
-                      by=str(meta["published_by"]), detail=str(meta.get("published_detail") or ""))
-    when = str(meta.get("recorded_at") or "")[:10] or "an unknown date"
-    return Source("recorded", device, when, complete=bool(meta.get("complete", False)))
+    if not isinstance(meta, (Mapping, FrameMeta)):
+        raise TypeError(f"meta must be a metadata dict (frame.attrs['meta']) or a FrameMeta, got {type(meta).__name__}")
+    m = FrameMeta.of(meta)
+    device = m.device_name or "an unknown device"
+    if m.live:
+        return Source("live", device, (m.measured_at or "")[:10] or _today(), quick=m.quick)
+    if m.published_by:
+        return Source("published", device, m.published_date or "an unknown date", by=m.published_by,
+                      detail=m.published_detail or "")
+    return Source("recorded", device, (m.recorded_at or "")[:10] or "an unknown date", complete=bool(m.complete))
 
 
 def source_of(frame: pd.DataFrame | None) -> Source | None:
     """The :class:`Source` of a frame from its ``attrs["meta"]``, or ``None`` if it carries none."""
     if frame_or_none("frame", frame) is None:
         return None
-    meta = frame.attrs.get("meta")
+    meta = FrameMeta.of(frame)
     return from_meta(meta) if meta else None
 
 
@@ -168,8 +168,8 @@ def published_counterparts(experiment: str, *, dtype: str = "float16", gpus: Ite
         return out  # no published-data folder here: figures draw the model instead (labelled)
     for gpu in gpus:
         rows = counterpart(experiment, published(source, gpu, root=root), dtype)
-        meta = rows.attrs.get("meta", {})
-        out[f"{meta.get('device', gpu)}, {meta.get('published_date', '?')}"] = rows
+        meta = FrameMeta.of(rows)
+        out[f"{meta.device or gpu}, {meta.published_date or '?'}"] = rows
     return out
 
 

@@ -18,14 +18,14 @@ import numpy as np
 import pandas as pd
 
 from ._validate import non_negative_number, positive_int, positive_number
-from .devices import DeviceSpec
+from .devices import DeviceSpec, resolve_spec
 from .dtypes import canonical_dtype, itemsize, output_itemsize
 from .memory_model import layer_bytes
 
 __all__ = [
     "Operation",
     "arithmetic_intensity",
-    "attainable_flops",
+    "attainable_flop_s",
     "batch_crossover",
     "gemm_bytes",
     "gemm_flops",
@@ -66,7 +66,8 @@ def arithmetic_intensity(M: int, N: int, K: int, dtype: Any) -> float:
     return gemm_flops(M, N, K) / gemm_bytes(M, N, K, dtype)
 
 
-def math_bound_batch(in_features: int, out_features: int, spec: DeviceSpec, dtype: Any = "float16") -> int | None:
+def math_bound_batch(in_features: int, out_features: int, spec: str | DeviceSpec,
+                     dtype: Any = "float16") -> int | None:
     """The smallest batch at which a linear layer's forward GEMM reaches ``spec``'s ridge point.
 
     The forward GEMM is M = ``out_features``, N = batch, K = ``in_features``; its intensity
@@ -79,7 +80,7 @@ def math_bound_batch(in_features: int, out_features: int, spec: DeviceSpec, dtyp
     149
     """
     I, O = positive_int("in_features", in_features), positive_int("out_features", out_features)
-    ridge = spec.ops_per_byte(dtype)
+    ridge = resolve_spec(spec, none_ok=False).ops_per_byte(dtype)
     s, s_out = itemsize(dtype), output_itemsize(dtype)
     denominator = 2 * I * O - ridge * (s * I + s_out * O)
     if denominator <= 0:
@@ -137,25 +138,27 @@ def gemm_operation(M: int, N: int, K: int, dtype: Any, name: str | None = None) 
     return Operation(name or f"GEMM {M}×{N}×{K}", gemm_flops(M, N, K), gemm_bytes(M, N, K, dtype))
 
 
-def roofline_time(flops: float, bytes: float, spec: DeviceSpec, dtype: Any) -> tuple[float, str]:
+def roofline_time(flops: float, bytes: float, spec: str | DeviceSpec, dtype: Any) -> tuple[float, str]:
     """Roofline time in seconds and the bound, ``'math'`` or ``'memory'``.
 
-    Time is ``max(flops / peak_flops(dtype), bytes / mem_bandwidth)``: math and memory traffic are
+    Time is ``max(flops / peak_flop_s(dtype), bytes / mem_bandwidth)``: math and memory traffic are
     assumed to overlap perfectly. A tie counts as ``'math'``.
     """
     flops = non_negative_number("flops", flops)
     nbytes = non_negative_number("bytes", bytes)
-    math_s = flops / spec.peak_flops(dtype)
+    spec = resolve_spec(spec, none_ok=False)
+    math_s = flops / spec.peak_flop_s(dtype)
     memory_s = nbytes / _bandwidth(spec)
     return (math_s, "math") if math_s >= memory_s else (memory_s, "memory")
 
 
-def attainable_flops(intensity, spec: DeviceSpec, dtype: Any):
+def attainable_flop_s(intensity, spec: str | DeviceSpec, dtype: Any):
     """The roof: FLOP/s attainable at ``intensity`` (FLOP/byte), ``min(peak, intensity·bandwidth)``.
 
     ``intensity`` may be a number (returns a float) or an array of positive numbers (returns an array).
     """
-    peak, bw = spec.peak_flops(dtype), _bandwidth(spec)
+    spec = resolve_spec(spec, none_ok=False)
+    peak, bw = spec.peak_flop_s(dtype), _bandwidth(spec)
     if np.ndim(intensity) == 0:
         return min(peak, positive_number("intensity", intensity) * bw)
     x = np.asarray(intensity, dtype=float)

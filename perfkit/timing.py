@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator
 
 from ._validate import boolean, non_negative_number, one_of, optional_str, positive_number, zero_arg_callable
 from .devices import cpu_name, current_device
-from .measurement import Measurement, NoiseWarning, noise_message, to_gbps, to_tflops
+from .measurement import Measurement, NoiseWarning, noise_message, to_gbps, to_tflop_s
 from .units import MiB
 
 #: Fewest and most samples :func:`bench` takes (``max_time_s`` may stop it below the minimum).
@@ -361,4 +361,4 @@ def _bench_cuda_graph(fn, warmup_s: float, rep_s: float, flush_l2: bool, max_tim
     return samples, calls, first
 
 
-__all__ = ["MAX_SAMPLES", "MIN_SAMPLES", "Measurement", "NoiseWarning", "bench", "to_gbps", "to_tflops"]
+__all__ = ["MAX_SAMPLES", "MIN_SAMPLES", "Measurement", "NoiseWarning", "bench", "to_gbps", "to_tflop_s"]

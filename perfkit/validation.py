@@ -23,6 +23,7 @@ from .calibration import calibrated
 from .data import load, recordings
 from .devices import DeviceSpec, device_spec
 from .gemm_model import GemmModel, explain_gemm, prediction_error
+from .meta import FrameMeta
 from .provenance import source_of
 from .published_data import has_published, published, published_all
 from .published_data.xla import xla_rows
@@ -54,9 +55,9 @@ def _spec_of(frame: pd.DataFrame, spec: DeviceSpec | None) -> DeviceSpec:
         if not isinstance(spec, DeviceSpec):
             raise TypeError(f"spec must be a DeviceSpec or None, got {spec!r}")
         return spec
-    meta = frame.attrs.get("meta") or {}
-    for name in (meta.get("device"), meta.get("device_name")):
-        if isinstance(name, str):
+    meta = FrameMeta.of(frame)
+    for name in (meta.device, meta.device_name):
+        if name:
             try:
                 return device_spec(name)  # a table name or a driver name
             except LookupError:
@@ -71,9 +72,9 @@ def fit_half(frame: pd.DataFrame) -> pd.Series:
     return pd.Series([int(hashlib.sha1(k.encode()).hexdigest(), 16) % 2 == 0 for k in keys], index=frame.index)
 
 
-def _fitted_dtypes(meta: Mapping) -> frozenset[str] | None | bool:
+def _fitted_dtypes(meta: FrameMeta) -> frozenset[str] | None | bool:
     """The dtypes fitted on a frame with this metadata: None (all), a set, or False (none)."""
-    by, device = str(meta.get("published_by") or ""), meta.get("device")
+    by, device = meta.published_by or "", meta.device
     for (publisher, fitted_device), dtypes in FITTED_ON.items():
         if by.startswith(publisher) and device == fitted_device:
             return dtypes
@@ -83,7 +84,7 @@ def _fitted_dtypes(meta: Mapping) -> frozenset[str] | None | bool:
 def half_labels(frame: pd.DataFrame) -> pd.Series:
     """Per row: ``"fit"`` or ``"held out"`` (:func:`fit_half`) where the model was fitted on the
     frame's source, device and dtype (:data:`FITTED_ON`), else ``"not fitted"``."""
-    dtypes = _fitted_dtypes(frame.attrs.get("meta") or {})
+    dtypes = _fitted_dtypes(FrameMeta.of(frame))
     out = pd.Series("not fitted", index=frame.index, dtype=object)
     if dtypes is False or not len(frame):
         return out
@@ -110,8 +111,8 @@ def with_predictions(frame: pd.DataFrame, spec: DeviceSpec | None = None, *, mod
     if missing:
         raise ValueError(f"frame lacks the GEMM columns {sorted(missing)}")
     spec = _spec_of(frame, spec)
-    meta = frame.attrs.get("meta") or {}
-    accumulate = bool(meta.get("gemm_beta", 0))
+    meta = FrameMeta.of(frame)
+    accumulate = bool(meta.gemm_beta)
     batch_column = next((c for c in BATCH_COLUMNS if c in frame.columns), None)
     predicted, roofline = [], []
     for row in frame.itertuples(index=False):
@@ -130,7 +131,7 @@ def with_predictions(frame: pd.DataFrame, spec: DeviceSpec | None = None, *, mod
     out = frame.copy()
     out["predicted_s"] = predicted
     out["roofline_s"] = roofline
-    out.attrs["meta"] = dict(meta)
+    out.attrs["meta"] = dict(meta.raw)
     return out
 
 
@@ -141,8 +142,8 @@ def validation_frames(root=None) -> dict[str, pd.DataFrame]:
     (:func:`perfkit.calibrated`)."""
     frames = {}
     for f in published_all("deepbench_gemm") if has_published("deepbench_gemm") else []:
-        meta = f.attrs["meta"]
-        frames[f"{meta.get('published_by')} {meta.get('device')}"] = with_predictions(f)
+        meta = FrameMeta.of(f)
+        frames[f"{meta.published_by} {meta.device}"] = with_predictions(f)
     if has_published("xla_h100_gemm"):
         frames["OpenXLA H100-SXM"] = with_predictions(xla_rows(published("xla_h100_gemm")))
     table = recordings(root)
@@ -183,7 +184,7 @@ def validation_table(frames: Mapping[str, pd.DataFrame] | None = None, *, by: st
         f = f[f["predicted_s"].notna()]
         if not len(f) or (by is not None and by not in f):
             continue
-        meta = f.attrs.get("meta") or {}
+        meta = FrameMeta.of(f)
         halves = half_labels(f)
         label = str(source_of(f) or name)
         for key, g in f.groupby(keys, sort=False):
@@ -193,7 +194,7 @@ def validation_table(frames: Mapping[str, pd.DataFrame] | None = None, *, by: st
                 if not len(part):
                     continue
                 for predictor, column in (("model", "predicted_s"), ("roofline", "roofline_s")):
-                    rows.append({"data": label, "device": meta.get("device") or meta.get("device_name"),
+                    rows.append({"data": label, "device": meta.device or meta.device_name,
                                  **split, "half": half, "predictor": predictor, **_stats(part, column)})
     columns = list(VALIDATION_COLUMNS)
     if by is not None:

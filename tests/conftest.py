@@ -98,23 +98,51 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture
-def short_bench(monkeypatch):
+def short_bench():
     """Real measurements on a tiny time budget, for tests that check rows, not timings: every
-    ``bench`` an experiment calls (its own import, or through ``perfkit.placement.lean_bench``)
-    samples for milliseconds."""
-    import sys
-
-    from perfkit import timing
-    from perfkit.book.registry import REGISTRY
-
-    len(REGISTRY)  # imports every chapter folder's experiments
-
-    original = timing.bench
+    experiment times through the one seam, ``perfkit.placement.timer`` (``lean_bench`` included),
+    so one ``placement.use(timer=...)`` block shortens them all. Yields the short timer."""
+    from perfkit import placement, timing
 
     def short(fn, **options):
-        return original(fn, **{**options, "warmup_s": 0.0, "rep_s": 0.002, "max_time_s": 0.05})
+        return timing.bench(fn, **{**options, "warmup_s": 0.0, "rep_s": 0.002, "max_time_s": 0.05})
 
-    monkeypatch.setattr(timing, "bench", short)
-    for name, module in list(sys.modules.items()):
-        if name.startswith("perfkit.") and getattr(module, "bench", None) is original:
-            monkeypatch.setattr(module, "bench", short)
+    with placement.use(timer=short):
+        yield short
+
+
+class FakeGPU:
+    """A pretend H100-SXM, set through the seam (``perfkit.placement.use``): ``"auto"`` resolves to
+    ``"cuda"``, the spec measured on is ``spec``, its memory is free, and every timing is ``timing``
+    (fixed samples; the timed function never runs). ``calls`` holds each timing's options
+    (``device``, ``label``, ``cuda_graph``, ...). The seam allocates nothing, but an experiment's
+    kernel builders would allocate on ``"cuda"``: :meth:`stub` replaces the ones a test reaches."""
+
+    def __init__(self, monkeypatch):
+        import perfkit as pk
+        from perfkit.measurement import Measurement
+
+        self.spec = pk.device_spec("H100-SXM")
+        self.timing = Measurement(samples=[1e-3, 1.2e-3, 1.1e-3], first_call_s=0.5)
+        self.calls: list[dict] = []
+        self._monkeypatch = monkeypatch
+
+    def timer(self, fn, **options):
+        self.calls.append(options)
+        return self.timing
+
+    def stub(self, module, **fakes) -> None:
+        """Replace ``module``'s kernel builders (they make CUDA tensors) by ``fakes``, for this test."""
+        for name, fake in fakes.items():
+            self._monkeypatch.setattr(module, name, fake)
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """Run an experiment's GPU code path here, with nothing on a GPU: a :class:`FakeGPU` in use.
+    Only the shape of the rows is checked with it; no number it produces is ever shown."""
+    from perfkit import placement
+
+    gpu = FakeGPU(monkeypatch)
+    with placement.use(timer=gpu.timer, device="cuda", spec=gpu.spec):
+        yield gpu

@@ -14,25 +14,23 @@ import torch
 import perfkit as pk
 from perfkit.advisor import measure as advisor_measure
 from perfkit.book.registry import REGISTRY
-from perfkit.book import measure as common
 from perfkit.book.check_your_model import experiments as ex
 
-H100 = pk.device_spec("H100-SXM")
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples and noise: expected here
 
 
 @pytest.fixture
-def fake_gpu(monkeypatch):
-    """The GPU code path on a fake H100: fixed timings, nothing allocated."""
+def fake_gpu(fake_gpu):
+    """The GPU code path on conftest's fake H100 (the seam: its spec, "auto" is "cuda"): fixed
+    timings, nothing allocated. ``time_op`` builds an op's CUDA tensors, so it is stubbed by a spy
+    that keeps (op, dtype, device) of each op timed."""
     calls = []
 
     def fake_time(op, dtype, device, training):
         calls.append((op, dtype, device))
         return {"forward_s": 1e-4, "backward_s": 2e-4}
 
-    monkeypatch.setattr(common, "current_device", lambda: H100)
-    monkeypatch.setattr(ex, "resolve_device", lambda device="auto": "cuda")
-    monkeypatch.setattr(advisor_measure, "time_op", fake_time)
+    fake_gpu.stub(advisor_measure, time_op=fake_time)
     return calls
 
 

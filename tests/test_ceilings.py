@@ -88,15 +88,15 @@ def test_calibrated_attaches_the_recorded_ceilings(tmp_path, monkeypatch):
     assert spec is not h100 and spec.name == h100.name and spec.peaks == h100.peaks
     c, default = spec.ceilings, default_ceilings(h100)
     assert isinstance(c, Ceilings) and c == pk.achievable_ceilings(spec)
-    assert c.flops["bfloat16"] == pytest.approx(700e12) and c.bandwidth == pytest.approx(3000e9)
+    assert c.flop_s["bfloat16"] == pytest.approx(700e12) and c.bandwidth == pytest.approx(3000e9)
     assert c.source.startswith(f"measured (recorded on {H100_DRIVER} on ")
-    for d in set(default.flops) - {"bfloat16"}:  # dtypes not measured keep their default
-        assert c.flops[d] == default.flops[d]
+    for d in set(default.flop_s) - {"bfloat16"}:  # dtypes not measured keep their default
+        assert c.flop_s[d] == default.flop_s[d]
     assert c.extra_latency_s == default.extra_latency_s
     assert c == merged(default, spec.measured_ceilings)
     # the predictions follow the spec's ceilings
     p = pk.explain_gemm(*GEMM, spec)
-    assert p.flops_ceiling == pytest.approx(700e12) and p.ceilings_source == c.source
+    assert p.flop_s_ceiling == pytest.approx(700e12) and p.ceilings_source == c.source
     assert pk.predict_gemm_time(*GEMM, spec) != pk.predict_gemm_time(*GEMM, h100)
     assert pk.predict_gemm_time(*GEMM, spec, ceilings="default") == pk.predict_gemm_time(*GEMM, h100)
     assert pk.memory_time(1e9, spec) == pytest.approx(pk.gemm_model.DEFAULT_MODEL.latency_s + 1e9 / 3000e9)
@@ -133,7 +133,7 @@ def test_calibrated_names_an_unknown_device():
 def test_ceilings_choices_and_spec_checks():
     h100 = pk.device_spec("H100-SXM")
     assert resolve_ceilings(h100) == resolve_ceilings(h100, "achievable") == h100.ceilings == default_ceilings(h100)
-    assert resolve_ceilings(h100, "datasheet").flops["bfloat16"] == 989.4e12
+    assert resolve_ceilings(h100, "datasheet").flop_s["bfloat16"] == 989.4e12
     with pytest.raises(TypeError, match="ceilings must be"):
         resolve_ceilings(h100, "measured")
     with pytest.raises(TypeError, match="ceilings must be"):
@@ -143,4 +143,4 @@ def test_ceilings_choices_and_spec_checks():
     with pytest.raises(LookupError, match="bandwidth"):
         pk.achievable_ceilings(dataclasses.replace(h100, mem_bandwidth=None))
     with pytest.raises(TypeError, match="measured must be a Ceilings"):
-        merged(default_ceilings(h100), {"flops": {}})
+        merged(default_ceilings(h100), {"flop_s": {}})

@@ -21,9 +21,8 @@ import torch  # noqa: E402
 import perfkit as pk  # noqa: E402
 from perfkit import book  # noqa: E402
 from perfkit.book.registry import REGISTRY
-from perfkit.book import measure as common
 from perfkit.book.convolutions import experiments as conv, analysis as conv_analysis  # noqa: E402
-from perfkit.measurement import Measurement  # noqa: E402
+from perfkit import placement  # noqa: E402
 from perfkit.provenance import missing, modelled  # noqa: E402
 from figure_helpers import note_of
 
@@ -39,17 +38,12 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples an
 
 
 @pytest.fixture
-def fake_gpu(monkeypatch):
-    """The GPU code paths on a fake H100: made-up timings, no tensors on a GPU. Only row shapes are checked."""
-    h100 = pk.device_spec("H100-SXM")
-    timing = Measurement(samples=[1e-3, 1.2e-3, 1.1e-3], first_call_s=0.5)
-    monkeypatch.setattr(common, "current_device", lambda: h100)  # predictions use its spec
-    for name, fake in {"resolve_device": lambda device="auto": "cuda",
-                       "bench": lambda fn, **kw: timing, "ensure_fits": lambda *a, **k: None,
-                       "_conv_fn": lambda *a, **k: (lambda: None), "_first_layer_fn": lambda *a, **k: (lambda: None),
-                       "_randn": lambda *a, **k: torch.zeros(1, 1, 1, 1)}.items():
-        monkeypatch.setattr(conv, name, fake)
-    return h100
+def fake_gpu(fake_gpu):
+    """The GPU code paths on conftest's fake H100 (the seam: made-up timings, its spec, its free
+    memory), with the kernel builders stubbed: they make CUDA tensors. Only row shapes are checked."""
+    fake_gpu.stub(conv, _conv_fn=lambda *a, **k: (lambda: None), _first_layer_fn=lambda *a, **k: (lambda: None),
+                  _randn=lambda *a, **k: torch.zeros(1, 1, 1, 1))
+    return fake_gpu
 
 
 def _heading(fig) -> str:
@@ -181,9 +175,9 @@ def test_too_large_sweeps_are_refused_before_allocating(forbid_allocation):
         conv.conv_channels(device="cpu", channels=[20_000], batch=4096, progress=False)
 
 
-def test_a_cpu_run_on_a_gpu_machine_predicts_nothing(monkeypatch, short_bench):
-    monkeypatch.setattr(common, "current_device", lambda: pk.device_spec("H100-SXM"))
-    frame = conv.conv_params(device="cpu", progress=False)
+def test_a_cpu_run_on_a_gpu_machine_predicts_nothing(short_bench):
+    with placement.use(spec=pk.device_spec("H100-SXM")):  # measured on a GPU, but run on the CPU
+        frame = conv.conv_params(device="cpu", progress=False)
     assert frame["predicted_s"].isna().all()
 
 

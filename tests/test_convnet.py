@@ -20,9 +20,7 @@ import torch  # noqa: E402
 
 import perfkit as pk  # noqa: E402
 from perfkit.book.registry import REGISTRY
-from perfkit.book import measure as common  # noqa: E402
 from perfkit.book.memory_limited import convnet as cv  # noqa: E402
-from perfkit.measurement import Measurement  # noqa: E402
 from perfkit.book.memory_limited import fusion_figures as plots  # noqa: E402
 from perfkit.provenance import missing, modelled  # noqa: E402
 from figure_helpers import note_of
@@ -32,16 +30,11 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples an
 
 
 @pytest.fixture
-def fake_gpu(monkeypatch):
-    """The GPU code path on a fake H100: made-up timings, no tensors on a GPU. Only rows are checked."""
-    timing = Measurement(samples=[1e-3, 1.2e-3, 1.1e-3])
-    fakes = {"resolve_device": lambda device="auto": "cuda",
-             "lean_bench": lambda fn, device, label: timing, "ensure_fits": lambda *a, **k: None,
-             "_layer_fns": lambda *a: (lambda: None, lambda: None),
-             "_network_fn": lambda *a: (lambda: None)}
-    monkeypatch.setattr(common, "current_device", lambda: H100)  # predictions use its spec
-    for name, fake in fakes.items():
-        monkeypatch.setattr(cv, name, fake)
+def fake_gpu(fake_gpu):
+    """The GPU code path on conftest's fake H100 (the seam: made-up timings, its spec, its free
+    memory), with the kernel builders stubbed: they make CUDA tensors."""
+    fake_gpu.stub(cv, _layer_fns=lambda *a: (lambda: None, lambda: None), _network_fn=lambda *a: (lambda: None))
+    return fake_gpu
 
 
 def test_the_experiment_is_registered_for_the_recorder():

@@ -16,7 +16,7 @@ def test_table_has_every_required_device_with_sources():
     for name in REQUIRED:
         d = pk.device_spec(name)
         assert d.kind == "gpu" and d.sms > 0 and d.mem_bandwidth > 0 and d.l2_bytes > 0
-        assert d.peak_flops("float16") > d.peak_flops("float32") > 0
+        assert d.peak_flop_s("float16") > d.peak_flop_s("float32") > 0
         assert d.sources["peaks"].startswith("NVIDIA")  # a vendor document, never a measurement
 
 
@@ -28,9 +28,9 @@ def test_fp16_ops_per_byte(name, ops_per_byte):
 
 def test_dense_not_sparse_peaks():
     h100 = pk.device_spec("H100-SXM")
-    assert h100.peak_flops("bfloat16") == pytest.approx(989.4e12)
-    assert h100.peak_flops(torch.bfloat16) == h100.peak_flops("bf16")
-    assert h100.peak_flops("float8") == pytest.approx(1978.9e12)
+    assert h100.peak_flop_s("bfloat16") == pytest.approx(989.4e12)
+    assert h100.peak_flop_s(torch.bfloat16) == h100.peak_flop_s("bf16")
+    assert h100.peak_flop_s("float8") == pytest.approx(1978.9e12)
 
 
 @pytest.mark.parametrize("driver, entry", [
@@ -55,14 +55,14 @@ def test_lookup_is_forgiving_but_unknown_names_fail_clearly():
 
 def test_missing_peak_is_a_lookup_error_naming_the_dtypes():
     with pytest.raises(LookupError, match="tf32.*T4"):
-        pk.device_spec("T4").peak_flops("tf32")
+        pk.device_spec("T4").peak_flop_s("tf32")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU spec")
 def test_current_device_on_cpu_is_measured_and_labelled():
     d = pk.current_device()
     assert d.kind == "cpu" and d.name.startswith("CPU")
-    assert d.peak_flops("float32") > 0 and d.mem_bandwidth > 0
+    assert d.peak_flop_s("float32") > 0 and d.mem_bandwidth > 0
     assert "measured here" in d.sources["peaks"] and "measured here" in d.sources["mem_bandwidth"]
     assert pk.current_device() is d  # cached
     text = d.describe()
@@ -97,4 +97,4 @@ def test_current_device_on_gpu_reads_the_driver():
     props = torch.cuda.get_device_properties(0)
     assert d.kind == "gpu" and d.sms == props.multi_processor_count
     assert d.driver_name == props.name
-    assert d.peak_flops("float32") > 0
+    assert d.peak_flop_s("float32") > 0

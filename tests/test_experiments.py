@@ -18,10 +18,10 @@ import torch
 import perfkit as pk
 from perfkit.book.registry import REGISTRY, missing_needs, register
 from perfkit.book.background import experiments as background, ceilings
+from perfkit import placement
 from perfkit.book import measure as common
 from perfkit.book.gemm import experiments as gemm
 from perfkit.ceilings import measured_ceilings
-from perfkit.measurement import Measurement
 
 #: Experiments that run on a CPU (small sweeps), and those whose code paths need a GPU.
 CPU_RUNNABLE = ["gemm_sizes", "gemm_alignment", "gemm_transposes", "gemm_small_n", "ceiling_matmul",
@@ -62,23 +62,18 @@ def test_cpu_run_returns_exactly_the_declared_columns(name, short_bench):
 
 
 @pytest.fixture
-def fake_gpu(monkeypatch):
-    """Run the experiments' GPU code paths here: a fake H100, made-up timings, no kernels.
+def fake_gpu(fake_gpu):
+    """Run the experiments' GPU code paths here: conftest's fake H100 (the seam: made-up timings,
+    its spec, its free memory, the dtypes it has peaks for), with the kernel builders stubbed
+    (they make CUDA tensors, or launch CuPy and Triton kernels).
 
     Only the *shape* of the rows is checked with it; no number it produces is ever shown.
     """
-    h100 = pk.device_spec("H100-SXM")
-    timing = Measurement(samples=[1e-3, 1.2e-3, 1.1e-3])
-    fakes = {"resolve_device": lambda device="auto": "cuda", "current_device": lambda: h100,
-             "bench": lambda fn, **kw: timing, "ensure_fits": lambda *a, **k: None,
-             "supports_dtype": lambda dtype, device: True, "matmul_fn": lambda *a, **k: (lambda: None),
-             "tiled_fn": lambda *a, **k: (lambda: None), "spin_launcher": lambda *a, **k: (lambda: None),
-             "spin_blocks_per_sm": lambda *a, **k: 1}
-    for module in (gemm, background, ceilings, common):
-        for name, fake in fakes.items():
-            if hasattr(module, name):
-                monkeypatch.setattr(module, name, fake)
-    return h100
+    builders = {"matmul_fn": lambda *a, **k: (lambda: None), "tiled_fn": lambda *a, **k: (lambda: None),
+                "spin_launcher": lambda *a, **k: (lambda: None), "spin_blocks_per_sm": lambda *a, **k: 1}
+    for module in (gemm, background, ceilings):
+        fake_gpu.stub(module, **{name: fake for name, fake in builders.items() if hasattr(module, name)})
+    return fake_gpu
 
 
 @pytest.mark.parametrize("name", GPU_ONLY + ["gemm_sizes", "gemm_alignment", "gemm_transposes", "gemm_small_n",
@@ -90,6 +85,24 @@ def test_gpu_code_path_returns_exactly_the_declared_columns(name, fake_gpu):
         assert {"float16", "bfloat16", "float8"} <= set(frame["dtype"])
     if "waves" in frame:
         assert frame["waves"].notna().any()
+
+
+def test_the_seam_is_read_at_call_time_nests_and_is_restored():
+    before, fixed = placement.runtime(), pk.Measurement(samples=[2e-3])
+    with placement.use(timer=lambda fn, **kw: fixed, device="cuda", spec=pk.device_spec("H100-SXM")) as rt:
+        assert placement.resolve_device() == "cuda" and placement.measured_on().name == "H100-SXM"
+        assert placement.free_memory("cuda") == rt.spec.memory_bytes == 80e9
+        assert placement.lean_bench(lambda: None, "cuda", "x") is fixed and common.supports_dtype("float8", "cuda")
+        with placement.use(device="cpu"):  # an inner block keeps what it does not set
+            assert placement.resolve_device() == "cpu" and placement.runtime().spec.name == "H100-SXM"
+            with pytest.raises(RuntimeError, match="no CUDA GPU"):
+                placement.resolve_device("cuda")
+        assert placement.resolve_device() == "cuda"
+    assert placement.runtime() == before
+    with pytest.raises(TypeError, match="timer"), placement.use(timer=3):
+        pass
+    with pytest.raises(ValueError, match="device"), placement.use(device="tpu"):
+        pass
 
 
 def test_drift_from_the_declaration_is_an_error():
@@ -179,20 +192,20 @@ def test_measured_ceilings_picks_the_best():
     mm = pd.DataFrame({"dtype": ["float16", "float16", "float32"], "tflops": [500.0, 700.0, 50.0]})
     cp = pd.DataFrame({"gbps": [1000.0, 2900.0]})
     best = measured_ceilings(mm, cp)
-    assert best["flops"] == {"float16": 700e12, "float32": 50e12}
+    assert best["flop_s"] == {"float16": 700e12, "float32": 50e12}
     assert best["bandwidth"] == 2900e9
 
 
 @quiet
-def test_measure_gemm_on_cpu(monkeypatch):
-    taken, real_bench = [], gemm.bench
+def test_measure_gemm_on_cpu():
+    taken = []
 
     def timed(fn, **kw):  # the real bench, kept: measure_gemm returns its median, in seconds
-        taken.append(real_bench(fn, **kw))
+        taken.append(pk.timing.bench(fn, **kw))
         return taken[-1]
 
-    monkeypatch.setattr(gemm, "bench", timed)
-    t = gemm.measure_gemm(64, 64, 64, "float32", device="cpu")
+    with placement.use(timer=timed):
+        t = gemm.measure_gemm(64, 64, 64, "float32", device="cpu")
     assert len(taken) == 1 and t == taken[0].median > 0 and isinstance(t, float)
     assert taken[0].label == "gemm 64×64×64 float32" and taken[0].device.startswith("CPU")
     with pytest.raises(ValueError, match="free"):
@@ -234,16 +247,14 @@ def measure_nothing(monkeypatch):
     def measured(*args, **kwargs):
         raise AssertionError("measured or allocated before refusing a bad argument")
 
-    import perfkit.timing
-
-    monkeypatch.setattr(perfkit.timing, "bench", measured)
-    for exp in REGISTRY.values():
+    for exp in REGISTRY.values():  # sweep is public, not the timer: a sweep started is a failure too
         module = importlib.import_module(exp.func.__module__)
-        for attr in ("bench", "sweep", "lean_bench"):
-            if hasattr(module, attr):
-                monkeypatch.setattr(module, attr, measured)
+        if hasattr(module, "sweep"):
+            monkeypatch.setattr(module, "sweep", measured)
     for attr in ("randn", "randint", "empty", "empty_like", "ones", "zeros"):
         monkeypatch.setattr(torch, attr, measured)
+    with placement.use(timer=measured):  # every experiment times through the seam
+        yield
 
 
 @pytest.mark.parametrize("name, param, bad", [(name, p, bad) for name in sorted(REGISTRY) for p in _parameters(name)

@@ -19,9 +19,8 @@ import pytest  # noqa: E402
 import perfkit as pk  # noqa: E402
 from perfkit import book  # noqa: E402
 from perfkit.book.registry import REGISTRY
-from perfkit.book import measure as common
 from perfkit.book.fully_connected import experiments as fc  # noqa: E402
-from perfkit.measurement import Measurement  # noqa: E402
+from perfkit import placement  # noqa: E402
 from perfkit.provenance import modelled  # noqa: E402
 from figure_helpers import note_of
 
@@ -31,18 +30,13 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples an
 
 
 @pytest.fixture
-def fake_gpu(monkeypatch):
-    """The GPU code paths on a fake H100: made-up timings, no tensors on a GPU. Only row shapes are checked."""
-    h100 = pk.device_spec("H100-SXM")
-    timing = Measurement(samples=[1e-3, 1.2e-3, 1.1e-3])
-    monkeypatch.setattr(common, "current_device", lambda: h100)  # predictions use its spec
-    for name, fake in {"resolve_device": lambda device="auto": "cuda",
-                       "bench": lambda fn, **kw: timing, "ensure_fits": lambda *a, **k: None,
-                       "matmul_fn": lambda *a, **k: (lambda: None),
-                       "_linear_fns": lambda *a, **k: dict.fromkeys(fc.PASS_LAYOUTS, lambda: None),
-                       "_vocab_fn": lambda *a, **k: (lambda: None)}.items():
-        monkeypatch.setattr(fc, name, fake)
-    return h100
+def fake_gpu(fake_gpu):
+    """The GPU code paths on conftest's fake H100 (the seam: made-up timings, its spec, its free
+    memory), with the kernel builders stubbed: they make CUDA tensors. Only row shapes are checked."""
+    fake_gpu.stub(fc, matmul_fn=lambda *a, **k: (lambda: None),
+                  _linear_fns=lambda *a, **k: dict.fromkeys(fc.PASS_LAYOUTS, lambda: None),
+                  _vocab_fn=lambda *a, **k: (lambda: None))
+    return fake_gpu
 
 
 def test_the_experiments_are_registered_for_the_recorder():
@@ -246,8 +240,8 @@ def test_predicted_vocab_prices_the_slice_of_a_padded_backward():
     assert "model of H100-SXM" in _heading(fig) and "model only" in _heading(fig)
 
 
-def test_a_cpu_run_on_a_gpu_machine_predicts_nothing(monkeypatch, short_bench):
+def test_a_cpu_run_on_a_gpu_machine_predicts_nothing(short_bench):
     """Predictions use the device measured: a CPU run never borrows the GPU's spec."""
-    monkeypatch.setattr(common, "current_device", lambda: pk.device_spec("H100-SXM"))
-    frame = fc.fc_batch(device="cpu", in_features=16, out_features=16, batches=[2, 4], progress=False)
+    with placement.use(spec=pk.device_spec("H100-SXM")):  # measured on a GPU, but run on the CPU
+        frame = fc.fc_batch(device="cpu", in_features=16, out_features=16, batches=[2, 4], progress=False)
     assert frame["predicted_s"].isna().all() and (frame["predicted_bound"] == "").all()

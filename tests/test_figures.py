@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-
 import matplotlib
 
 matplotlib.use("Agg")
@@ -138,9 +136,8 @@ def test_no_figure_without_data(name, capsys):
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
-def test_gemm_sizes_figure_from_a_real_cpu_run(monkeypatch):
-    # Real measurements with a tiny time budget: this checks the figure, not the timings.
-    monkeypatch.setattr(gemm, "bench", functools.partial(gemm.bench, warmup_s=0.0, rep_s=0.002, max_time_s=0.05))
+def test_gemm_sizes_figure_from_a_real_cpu_run(short_bench):
+    # Real measurements with a tiny time budget (short_bench): this checks the figure, not the timings.
     frame = gemm.gemm_sizes(device="cpu", quick=True, progress=False)
     fig = book.gemm.plot_gemm_sizes(frame)
     assert str(source_of(frame)) in _heading(fig) and "live" in _heading(fig)

@@ -19,9 +19,7 @@ import torch  # noqa: E402
 import perfkit as pk  # noqa: E402
 from perfkit.book.registry import REGISTRY  # noqa: E402
 from perfkit import placement  # noqa: E402
-from perfkit.book import measure as common  # noqa: E402
 from perfkit.book.memory_limited import fusion as fu  # noqa: E402
-from perfkit.measurement import Measurement  # noqa: E402
 from perfkit.book.memory_limited import fusion_figures as plots  # noqa: E402
 from perfkit.provenance import missing, modelled  # noqa: E402
 from figure_helpers import note_of
@@ -33,16 +31,12 @@ no_compiler = pytest.mark.skipif(fu.compiler_missing("cpu") is not None,
 
 
 @pytest.fixture
-def fake_gpu(monkeypatch):
-    """The GPU code path on a fake H100: made-up timings, no tensors on a GPU. Only rows are checked."""
-    timing = Measurement(samples=[1e-3, 1.2e-3, 1.1e-3])
-    fakes = {"resolve_device": lambda device="auto": "cuda",
-             "lean_bench": lambda fn, device, label: timing, "ensure_fits": lambda *a, **k: None,
-             "compiler_missing": lambda device="cpu": None,
-             "_chain_fn": lambda *a: (lambda *x: None, [], None), "_compile": lambda *a: (None, 4.5)}
-    monkeypatch.setattr(common, "current_device", lambda: H100)  # predictions use its spec
-    for name, fake in fakes.items():
-        monkeypatch.setattr(fu, name, fake)
+def fake_gpu(fake_gpu):
+    """The GPU code path on conftest's fake H100 (the seam: made-up timings, its spec, its free
+    memory), with the builders stubbed: they make CUDA tensors, and compile with inductor."""
+    fake_gpu.stub(fu, compiler_missing=lambda device="cpu": None,
+                  _chain_fn=lambda *a: (lambda *x: None, [], None), _compile=lambda *a: (None, 4.5))
+    return fake_gpu
 
 
 def test_the_experiment_is_registered_for_the_recorder():

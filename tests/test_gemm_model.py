@@ -56,8 +56,8 @@ def test_explain_fields_and_consistency():
     assert full.math_s == pytest.approx(gemm_flops(2304, 1536, 4096) / 312e12)
     # With the default ceilings it runs at the achievable fraction of the peak instead.
     default = explain_gemm(2304, 1536, 4096, "float16", A100, TILE)
-    assert default.flops_ceiling == pytest.approx(0.869 * 312e12)
-    assert default.math_s == pytest.approx(gemm_flops(2304, 1536, 4096) / default.flops_ceiling)
+    assert default.flop_s_ceiling == pytest.approx(0.869 * 312e12)
+    assert default.math_s == pytest.approx(gemm_flops(2304, 1536, 4096) / default.flop_s_ceiling)
     assert "MAMF" in default.ceilings_source and default.split_k == 1
     # ... and one more column costs a whole second wave.
     assert p.math_s == pytest.approx(2 * default.math_s)
@@ -85,7 +85,7 @@ def test_shape_factor_table_and_override():
     assert [shape_factor(t) for t in order] == sorted((shape_factor(t) for t in order), reverse=True)
     assert TILE_SHAPE_FACTORS[(256, 128)] == 1.0 > TILE_SHAPE_FACTORS[(128, 128)] > TILE_SHAPE_FACTORS[(64, 64)]
     p = explain_gemm(4096, 4096, 4096, "float16", A100, (128, 128))
-    assert p.reuse_half == pytest.approx(p.flops_ceiling / p.bandwidth_ceiling)  # r0 = c · ridge, c = 1
+    assert p.reuse_half == pytest.approx(p.flop_s_ceiling / p.bandwidth_ceiling)  # r0 = c · ridge, c = 1
     assert p.shape_factor == shape_factor((128, 128), p.reuse_half) < TILE_SHAPE_FACTORS[(128, 128)]
     small = explain_gemm(4096, 4096, 4096, "float16", A100, (16, 8))
     assert small.shape_factor == shape_factor((16, 8), small.reuse_half) < 0.5
@@ -148,7 +148,7 @@ def test_never_faster_than_the_roofline(gemm, tile, overhead):
     p = explain_gemm(M, N, K, dtype, spec, tile, launch_overhead_s=overhead)
     floor = roofline_time(gemm_flops(M, N, K), gemm_bytes(M, N, K, dtype), spec, dtype)[0]
     assert p.floor_s == floor and p.predicted_s >= floor
-    assert p.math_s >= gemm_flops(M, N, K) / spec.peak_flops(dtype)
+    assert p.math_s >= gemm_flops(M, N, K) / spec.peak_flop_s(dtype)
     assert 0 < p.utilization <= 1 and 0 < p.tile_efficiency <= 1
     work = max(p.math_s, p.memory_s)
     assert p.bound == ("latency" if p.launch_overhead_s > work else "math" if p.math_s >= p.memory_s else "memory")
@@ -199,7 +199,9 @@ def test_aligned_means_every_dimension_is_a_multiple_of_16_bytes(gemm):
     (dict(tile=256), TypeError, "tile must be a pair"),
     (dict(blocks_per_sm=0), ValueError, "blocks_per_sm must be a positive integer"),
     (dict(launch_overhead_s=-1), ValueError, "launch_overhead_s must be a finite number of seconds"),
-    (dict(spec="A100"), TypeError, "spec must be a DeviceSpec"),
+    (dict(spec=132), TypeError, "spec must be a device name such as 'H100-SXM', a DeviceSpec"),
+    (dict(spec=None), TypeError, "spec must be a device name such as 'H100-SXM', a DeviceSpec, got None"),
+    (dict(spec="TPU v5e"), LookupError, "spec: unknown device name 'TPU v5e'"),
     (dict(math_dtype="float9"), ValueError, "dtype 'float9' is not known"),
     (dict(accumulate=1), TypeError, "accumulate must be True or False"),
     (dict(split_k=0), ValueError, "split_k must be a positive integer"),
@@ -227,7 +229,7 @@ def test_batch_one_is_the_plain_gemm_and_a_batch_shares_the_waves():
     assert (small.tiles, four.tiles) == (4, 16) and small.waves == four.waves == 1  # 16 tiles, one wave
     assert four.math_s == pytest.approx(small.math_s)  # the extra tiles ran on idle SMs
     assert four.launch_overhead_s == small.launch_overhead_s  # one launch
-    assert four.achieved_flops == pytest.approx(4 * gemm_flops(256, 256, 4096) / four.predicted_s)
+    assert four.achieved_flop_s == pytest.approx(4 * gemm_flops(256, 256, 4096) / four.predicted_s)
     assert four.floor_s == pytest.approx(4 * small.floor_s)
 
 
@@ -266,7 +268,7 @@ def test_tf32_on_hopper_has_its_own_fitted_ceiling_and_fixed_cost():
     for shape in ((256, 256, 256), (1024, 1024, 1024), (4096, 4096, 4096)):
         assert predict_gemm_time(*shape, "tf32", H100) > predict_gemm_time(*shape, "bfloat16", H100)
     p = explain_gemm(4096, 4096, 4096, "tf32", H100)
-    assert p.flops_ceiling == pytest.approx(TF32_FIT["fraction"] * H100.peak_flops("tf32"))
+    assert p.flop_s_ceiling == pytest.approx(TF32_FIT["fraction"] * H100.peak_flop_s("tf32"))
     assert p.launch_overhead_s == pytest.approx(DEFAULT_MODEL.latency_s + TF32_FIT["extra_latency_s"])
     # float32 storage with TF32 math is the same GEMM as "tf32"
     assert explain_gemm(512, 512, 512, "float32", H100, math_dtype="tf32").predicted_s == pytest.approx(

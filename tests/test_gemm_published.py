@@ -140,7 +140,7 @@ def test_deepgemm_rows_regimes_and_numbers():
     assert list(regimes["GEMMs"]) == [1, 1]
     large = dense[dense["M"] == 4096]
     h800 = pk.device_spec("H800")
-    assert gp.fp8_large_m_fraction(dense) == pytest.approx(large["tflops"].iloc[0] * 1e12 / h800.peak_flops("float8"))
+    assert gp.fp8_large_m_fraction(dense) == pytest.approx(large["tflops"].iloc[0] * 1e12 / h800.peak_flop_s("float8"))
     low, high = gp.fp8_small_m_bandwidth(dense)
     assert low == high == pytest.approx(dense.loc[dense["M"] == 64, "gbps"].iloc[0] / 1e3)
 

@@ -37,7 +37,7 @@ def test_quick_recordings_are_physically_possible(name, tmp_path):
     assert (frame["time_s"] > 0).all()
     if "tflops" in frame:
         for dtype, g in frame.groupby("dtype"):
-            assert g["tflops"].max() * 1e12 <= 1.02 * spec.peak_flops(dtype), dtype
+            assert g["tflops"].max() * 1e12 <= 1.02 * spec.peak_flop_s(dtype), dtype
     if "gbps" in frame and name == "ceiling_copy":
         assert frame["gbps"].max() * 1e9 <= 1.02 * spec.mem_bandwidth
 

@@ -113,7 +113,7 @@ def test_recorded_ceilings_match_the_device(tmp_path, monkeypatch):
     assert recorded_ceilings(h100) is None  # the copy ceiling is still missing
     _fake_recording(tmp_path, "ceiling_copy", pd.DataFrame({"gbps": [2900.0], "time_s": [1.0]}))
     c = recorded_ceilings(h100)
-    assert c == {"label": "measured (recorded on NVIDIA H100 80GB HBM3 on 2026-11-20)", "flops": 700e12,
+    assert c == {"label": "measured (recorded on NVIDIA H100 80GB HBM3 on 2026-11-20)", "flop_s": 700e12,
                  "bandwidth": 2900e9}
     assert recorded_ceilings(pk.device_spec("A100-SXM4-80GB")) is None
     assert recorded_ceilings(h100, "float8") is None

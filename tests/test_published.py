@@ -129,11 +129,11 @@ def test_the_p100_identification_matches_its_numbers():
     best = p100.loc[p100["dtype"] == "float32", "tflops"].max() * 1e12
     note = p100.attrs["meta"]["device_note"]
     assert f"{best / 1e12:.2f} TFLOP/s" in note
-    assert f"{best / pk.device_spec('P100-PCIe').peak_flops('float32'):.0%}".replace("%", " %") in note
-    assert f"{best / pk.device_spec('P100-SXM2').peak_flops('float32'):.0%}".replace("%", " %") in note
+    assert f"{best / pk.device_spec('P100-PCIe').peak_flop_s('float32'):.0%}".replace("%", " %") in note
+    assert f"{best / pk.device_spec('P100-SXM2').peak_flop_s('float32'):.0%}".replace("%", " %") in note
     v100 = _db("gemm", "v100")
     best_v100 = v100.loc[v100["dtype"] == "float32", "tflops"].max() * 1e12
-    assert best_v100 < pk.device_spec("V100-SXM2").peak_flops("float32")  # no Tensor Cores in fp32
+    assert best_v100 < pk.device_spec("V100-SXM2").peak_flop_s("float32")  # no Tensor Cores in fp32
 
 
 @needs_published

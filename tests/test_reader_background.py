@@ -41,13 +41,13 @@ def test_roofline_by_device_places_every_operation_on_every_roof():
     assert list(fig.figure.data[2].x) == pytest.approx([op.intensity for op in OPS], rel=1e-4)
     for (label, (data, layout)), spec in zip(steps, known):
         ys = data["y"][2]
-        assert ys == pytest.approx([pk.roofline.attainable_flops(op.intensity, spec, "float16") / TERA for op in OPS],
+        assert ys == pytest.approx([pk.roofline.attainable_flop_s(op.intensity, spec, "float16") / TERA for op in OPS],
                                    rel=1e-4)
         bounds = [pk.roofline_time(op.flops, op.bytes, spec, "float16")[1] for op in OPS]
         assert data["text"][2] == [f"{op.name}: {b}" for op, b in zip(OPS, bounds)]
         assert data["marker.color"][2] == [background.BOUND_COLOURS[b] for b in bounds]
         assert data["x"][1] == pytest.approx([spec.ops_per_byte("float16")], rel=1e-4)
-        assert max(data["y"][0]) == pytest.approx(spec.peak_flops("float16") / TERA, rel=1e-4)
+        assert max(data["y"][0]) == pytest.approx(spec.peak_flop_s("float16") / TERA, rel=1e-4)
         assert str(modelled(spec)) in layout["title.text"]
         assert f"{bounds.count('math')} of 5 math-bound on {spec.name}" in layout["annotations[0].text"]
     # The batch-512 layer clears the V100's and H100's ridges but not the L40S's.
@@ -110,7 +110,7 @@ def test_gemm_batch_roofline_moves_the_gemm_along_each_roof():
             t, bound = pk.roofline_time(op.flops, op.bytes, spec, "float16")
             point = 4 + i  # two traces per roof (line, ridge), then one point per device
             assert data["x"][point] == pytest.approx([pk.arithmetic_intensity(4096, n, 1024, "float16")], rel=1e-4)
-            assert data["y"][point] == pytest.approx([pk.roofline.attainable_flops(op.intensity, spec, "float16") / TERA],
+            assert data["y"][point] == pytest.approx([pk.roofline.attainable_flop_s(op.intensity, spec, "float16") / TERA],
                                                      rel=1e-4)
             assert data["text"][point] == [f"{spec.name}: {bound}, {format_time(t)}"]
             assert (bound == "math") == (n >= crossing[spec.name])

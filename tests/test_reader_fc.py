@@ -61,7 +61,7 @@ def test_states_are_the_models_predictions(square):
     for k in (0, batches.index(149), len(batches) - 1):
         B, data = batches[k], steps[k].args[0]
         for marks, spec in ((v100_marks, V100), (h100_marks, H100)):
-            want = fc.predicted_tflops(B, 4096, 4096, spec)
+            want = fc.predicted_tflop_s(B, 4096, 4096, spec)
             assert data["x"][marks] == [B] * 3
             assert data["y"][marks] == pytest.approx([want[p] for p in fc.PHASES], rel=1e-4)
         assert data["y"][dot] == pytest.approx([pk.arithmetic_intensity(4096, B, 4096, "float16")], rel=1e-4)
@@ -172,7 +172,7 @@ def test_the_answers():
     assert exercises.answer("fc-1") == pk.math_bound_batch(1024, 4096, pk.device_spec("A100-SXM4-80GB")) == 189
     assert exercises.answer("fc-2") == pytest.approx(50257 / (12 * 9216 + 50257))
     assert exercises.answer("fc-3") == pytest.approx(
-        2 * 8192 * (1001 + 1008) / H100.mem_bandwidth / (2 * 4096 * 8192 * 1008 / H100.peak_flops("float16")))
+        2 * 8192 * (1001 + 1008) / H100.mem_bandwidth / (2 * 4096 * 8192 * 1008 / H100.peak_flop_s("float16")))
     assert exercises.answer("fc-4") == pytest.approx(math.log(1024 / 1001))
     assert exercises.answer("fc-5") == 2048
 

@@ -66,7 +66,7 @@ def test_model_curves_are_perfkits_prediction_at_each_hidden_size(step):
         for i, spec in enumerate(interactive.MODEL_SPECS):
             preds = [interactive.step_prediction("rnn", h, b, spec) for b in interactive.BATCHES]
             tflops = data["y"][i]
-            assert tflops == pytest.approx([p.achieved_flops / 1e12 for p in preds], rel=1e-4)
+            assert tflops == pytest.approx([p.achieved_flop_s / 1e12 for p in preds], rel=1e-4)
             waves = data["y"][len(interactive.MODEL_SPECS) + i]
             assert waves == pytest.approx([100 * p.utilization for p in preds], rel=1e-2)
             assert f"{preds[0].tiles} tiles" in data["text"][i][0]

@@ -126,7 +126,7 @@ def test_timing_exercises_answers():
     m = pk.Measurement(np.array(pk.book.timing.problems.BUSY_MS) * 1e-3)
     assert pk.measurement.NOISE_THRESHOLD < m.noise < pk.measurement.GROSS_NOISE_THRESHOLD
     assert exercises.answer("timing-2") == "noisy"
-    assert exercises.answer("timing-3") == pytest.approx(pk.timing.to_tflops(160e-6, pk.gemm_flops(4096, 4096, 4096)))
+    assert exercises.answer("timing-3") == pytest.approx(pk.timing.to_tflop_s(160e-6, pk.gemm_flops(4096, 4096, 4096)))
     assert exercises.answer("timing-4") == 5
 
 

@@ -21,6 +21,7 @@ import perfkit as pk  # noqa: E402
 from perfkit import book  # noqa: E402
 from perfkit.book.registry import REGISTRY, missing_needs
 from perfkit.book.recurrent import experiments as rnn  # noqa: E402
+from perfkit import placement  # noqa: E402
 from perfkit.timing import bench  # noqa: E402
 
 from perfkit.kernels import cupy_rnn as kernel  # noqa: E402
@@ -36,23 +37,15 @@ needs_deepbench = pytest.mark.skipif(
 quiet = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples and noise: expected with short_bench
 
 
-@pytest.fixture
-def short_bench(monkeypatch):
-    """Real measurements with a tiny time budget: these tests check rows, not timings."""
-    monkeypatch.setattr(rnn, "bench", _short)
-
-
 def _short(fn, **kw):
+    """Real measurements with a tiny time budget (conftest's short_bench, for a cached frame)."""
     return bench(fn, **{**kw, "warmup_s": 0.0, "rep_s": 0.002, "max_time_s": 0.05})
 
 
 @functools.lru_cache(maxsize=None)
 def _cpu_frame(name: str) -> pd.DataFrame:
-    original, rnn.bench = rnn.bench, _short
-    try:
+    with placement.use(timer=_short):
         return REGISTRY[name](device="cpu", quick=True, progress=False)
-    finally:
-        rnn.bench = original
 
 
 def test_registered_with_rnn_or_persistent_names_and_needs():
@@ -188,6 +181,8 @@ def fake_kernel(monkeypatch, short_bench):
             raise ValueError("the fp16 recurrent weights do not fit on chip (fake)")
         return kernel.rnn_reference(xp, w)
 
+    # The seam's fake GPU runs nothing; this test runs the GPU path's real checks on CPU tensors,
+    # so it lets the "needs an NVIDIA GPU" check pass on device="cpu".
     monkeypatch.setattr(rnn, "require_gpu", lambda *args, **kwargs: None)
     monkeypatch.setattr(kernel, "persistent_rnn", fake)
     return fake
@@ -213,8 +208,8 @@ def test_persistent_code_path_checks_then_times_and_records_refusals(fake_kernel
 def test_a_wrong_kernel_is_never_timed(fake_kernel, monkeypatch):
     timed = []
     monkeypatch.setattr(kernel, "persistent_rnn", lambda xp, w, h0=None: kernel.rnn_reference(xp, w) + 0.5)
-    monkeypatch.setattr(rnn, "bench", lambda fn, **kw: timed.append(fn) or bench(fn, rep_s=0.002, max_time_s=0.05))
-    with pytest.raises(RuntimeError, match="not timing a wrong kernel"):
+    spy = lambda fn, **kw: timed.append(fn) or bench(fn, rep_s=0.002, max_time_s=0.05)  # noqa: E731
+    with placement.use(timer=spy), pytest.raises(RuntimeError, match="not timing a wrong kernel"):
         rnn.rnn_persistent(hidden=16, batch=1, timesteps=3, device="cpu", progress=False)
     assert not timed
 
@@ -274,27 +269,19 @@ def test_recurrent_gemm_shapes_follow_the_gates():
 
 
 @pytest.fixture
-def fake_gpu(monkeypatch):
-    """The GPU code paths on the CPU: a fake H100, made-up timings, CPU tensors, no kernels run.
+def fake_gpu(fake_gpu):
+    """The GPU code paths on the CPU: conftest's fake H100 (the seam: made-up timings, its spec,
+    its free memory; ``calls`` says how each implementation was timed), with the builders
+    stubbed by CPU tensors (they would make CUDA ones); no kernels run.
 
     Only the *shape* of the rows and how each implementation is timed are checked.
     """
-    from perfkit.measurement import Measurement
-
-    calls, real_layer = [], rnn._layer
-
-    def fake_bench(fn, **kw):
-        calls.append(kw)
-        return Measurement(samples=[1e-3, 1.2e-3, 1.1e-3])
-
-    fakes = {"resolve_device": lambda device="auto": "cuda", "current_device": lambda: pk.device_spec("H100-SXM"),
-             "bench": fake_bench, "ensure_fits": lambda *a, **k: None, "matmul_fn": lambda *a, **k: (lambda: None),
-             "matmul_operands": lambda M, N, K, *a, **k: (torch.empty(0), torch.empty(1, N)),
-             "_layer": lambda cell, h, x, dtype, device, **k: real_layer(cell, 8, 8, "float32", "cpu"),
-             "_inputs": lambda shape, dtype, device: torch.empty(0)}
-    for name, fake in fakes.items():
-        monkeypatch.setattr(rnn, name, fake)
-    return calls
+    real_layer = rnn._layer
+    fake_gpu.stub(rnn, matmul_fn=lambda *a, **k: (lambda: None),
+                  matmul_operands=lambda M, N, K, *a, **k: (torch.empty(0), torch.empty(1, N)),
+                  _layer=lambda cell, h, x, dtype, device, **k: real_layer(cell, 8, 8, "float32", "cpu"),
+                  _inputs=lambda shape, dtype, device: torch.empty(0))
+    return fake_gpu.calls
 
 
 @pytest.mark.parametrize("name", CPU_RUNNABLE)

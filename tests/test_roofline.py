@@ -5,7 +5,7 @@ import pytest
 
 from perfkit.devices import KNOWN_DEVICES, device_spec
 from perfkit.roofline import (
-    LAYER_NORM_FLOPS_PER_ELEMENT, Operation, arithmetic_intensity, attainable_flops, gemm_bytes, gemm_flops,
+    LAYER_NORM_FLOPS_PER_ELEMENT, Operation, arithmetic_intensity, attainable_flop_s, gemm_bytes, gemm_flops,
     gemm_operation, nvidia_example_operations, roofline_time,
 )
 
@@ -53,9 +53,9 @@ def test_roofline_time_is_max_of_math_and_memory():
 
 def test_attainable_flops_scalar_and_array():
     ridge = H100.ops_per_byte("float16")
-    assert attainable_flops(1.0, H100, "float16") == pytest.approx(3350e9)
-    assert attainable_flops(10 * ridge, H100, "float16") == pytest.approx(989.4e12)
-    y = attainable_flops(np.array([0.5, ridge, 1e5]), H100, "float16")
+    assert attainable_flop_s(1.0, H100, "float16") == pytest.approx(3350e9)
+    assert attainable_flop_s(10 * ridge, H100, "float16") == pytest.approx(989.4e12)
+    y = attainable_flop_s(np.array([0.5, ridge, 1e5]), H100, "float16")
     assert isinstance(y, np.ndarray)
     np.testing.assert_allclose(y, [0.5 * 3350e9, 989.4e12, 989.4e12])
 
@@ -103,7 +103,7 @@ def test_bad_dtype_and_missing_peak():
     with pytest.raises(LookupError, match="no peak for dtype 'float8'"):
         roofline_time(1, 1, KNOWN_DEVICES["A100-SXM4-40GB"], "float8")
     with pytest.raises(ValueError, match="intensity"):
-        attainable_flops(0, H100, "float16")
+        attainable_flop_s(0, H100, "float16")
     with pytest.raises(ValueError, match="bytes must be a non-negative"):
         roofline_time(1, -1, H100, "float16")
     assert math.isfinite(roofline_time(1, 1, H100, "float16")[0])

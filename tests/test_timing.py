@@ -13,7 +13,7 @@ import torch
 
 import perfkit.timing
 from perfkit.timing import (MAX_SAMPLES, MIN_SAMPLES, Measurement, NoiseWarning, bench, to_gbps,
-                            to_tflops)
+                            to_tflop_s)
 
 HAS_CUDA = torch.cuda.is_available()
 # Timing tests share the machine with other work: noise is not what most of them check.
@@ -203,17 +203,17 @@ def test_repr_reads_like_a_lab_notebook_line():
 
 def test_tflops_and_gbps_arithmetic():
     m = Measurement(samples=[1e-3, 2e-3, 3e-3])  # median 2 ms
-    assert m.tflops(2e12) == pytest.approx(1000.0)
+    assert m.tflop_s(2e12) == pytest.approx(1000.0)
     assert m.gbps(4e9) == pytest.approx(2000.0)
-    assert to_tflops(m, 2e12) == pytest.approx(1000.0)
-    assert to_tflops(0.5, 1e12) == pytest.approx(2.0)
+    assert to_tflop_s(m, 2e12) == pytest.approx(1000.0)
+    assert to_tflop_s(0.5, 1e12) == pytest.approx(2.0)
     assert to_gbps(2.0, 1e9) == pytest.approx(0.5)
     assert to_gbps(m, 4e9) == pytest.approx(m.gbps(4e9))
 
 
 @pytest.mark.parametrize("call, exc, name", [
-    (lambda: to_tflops(1.0, -5), ValueError, "flops"),
-    (lambda: to_tflops("1", 5), TypeError, "seconds"),
+    (lambda: to_tflop_s(1.0, -5), ValueError, "flops"),
+    (lambda: to_tflop_s("1", 5), TypeError, "seconds"),
     (lambda: to_gbps(0, 5), ValueError, "seconds"),
     (lambda: to_gbps(1.0, "x"), TypeError, "bytes"),
 ])
@@ -240,7 +240,7 @@ def test_cuda_matmul_measurement():
     assert m.flush_l2 and not m.cuda_graph and m.calls_per_sample == 1
     assert MIN_SAMPLES <= m.n <= MAX_SAMPLES
     assert (m.samples > 0).all()
-    tf = m.tflops(2 * 2048**3)
+    tf = m.tflop_s(2 * 2048**3)
     assert 1 < tf < 2000, tf
     assert "L2 flushed" in repr(m)
 

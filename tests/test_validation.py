@@ -17,23 +17,23 @@ needs_xla = pytest.mark.skipif(not has_published("xla_h100_gemm"), reason=HOW_TO
 def test_default_ceilings_are_documented_fractions_of_the_datasheet():
     h100 = pk.device_spec("H100-SXM")
     c = default_ceilings(h100)
-    assert c.flops["bfloat16"] == pytest.approx(0.803 * 989.4e12)
-    assert c.flops["float8"] == pytest.approx(0.709 * 1978.9e12)
-    assert c.flops["float32"] == pytest.approx(0.941 * 66.9e12)
+    assert c.flop_s["bfloat16"] == pytest.approx(0.803 * 989.4e12)
+    assert c.flop_s["float8"] == pytest.approx(0.709 * 1978.9e12)
+    assert c.flop_s["float32"] == pytest.approx(0.941 * 66.9e12)
     assert c.bandwidth == pytest.approx(0.9 * 3350e9) and "MAMF" in c.source
     # Hopper's TF32: fitted on XLA's H100 rows, said so in the source; the A100 keeps its Tensor Core fraction
-    assert c.flops["tf32"] == pytest.approx(TF32_FIT["fraction"] * 494.7e12) and "XLA" in c.source
+    assert c.flop_s["tf32"] == pytest.approx(TF32_FIT["fraction"] * 494.7e12) and "XLA" in c.source
     assert c.extra_latency_s == {"tf32": TF32_FIT["extra_latency_s"]} == EXTRA_LATENCY_S["H100-SXM"]
     a100 = default_ceilings(pk.device_spec("A100-SXM4-80GB"))
-    a100_tf32 = pk.device_spec("A100-SXM4-80GB").peak_flops("tf32")
-    assert a100.flops["tf32"] == pytest.approx(0.869 * a100_tf32) and not a100.extra_latency_s
+    a100_tf32 = pk.device_spec("A100-SXM4-80GB").peak_flop_s("tf32")
+    assert a100.flop_s["tf32"] == pytest.approx(0.869 * a100_tf32) and not a100.extra_latency_s
     assert 0.5 < TF32_FIT["fraction"] < 0.803 and 0 <= TF32_FIT["extra_latency_s"] < 1e-5
     h800 = default_ceilings(pk.device_spec("H800"))  # the H100 SXM's fractions, none fitted to DeepGEMM
-    assert all(h800.flops[d] == pytest.approx(c.flops[d]) for d in h800.flops)
+    assert all(h800.flop_s[d] == pytest.approx(c.flop_s[d]) for d in h800.flop_s)
     assert h800.extra_latency_s == c.extra_latency_s
     p100 = default_ceilings(pk.device_spec("P100-PCIe"))  # no Tensor Cores: fp16 at the CUDA-core fraction
-    assert p100.flops["float16"] == pytest.approx(0.941 * 18.7e12)
-    assert datasheet_ceilings(h100).flops["bfloat16"] == 989.4e12
+    assert p100.flop_s["float16"] == pytest.approx(0.941 * 18.7e12)
+    assert datasheet_ceilings(h100).flop_s["bfloat16"] == 989.4e12
     for name, fr in ACHIEVABLE_FRACTIONS.items():
         assert name in pk.KNOWN_DEVICES and fr["source"]
         assert all(0 < v <= 1 for k, v in fr.items() if k != "source" and v is not None)
@@ -43,7 +43,7 @@ def test_explain_says_which_ceilings_it_used_and_pseudo_fp16_runs_at_the_fp32_ra
     p100 = pk.device_spec("P100-PCIe")
     pseudo = pk.explain_gemm(4096, 4096, 4096, "float16", p100, math_dtype="float32")
     native = pk.explain_gemm(4096, 4096, 4096, "float16", p100)
-    assert pseudo.math_dtype == "float32" and pseudo.flops_ceiling == pytest.approx(0.941 * 9.3e12)
+    assert pseudo.math_dtype == "float32" and pseudo.flop_s_ceiling == pytest.approx(0.941 * 9.3e12)
     assert pseudo.predicted_s > 1.9 * native.predicted_s
     assert pseudo.ceilings_source.startswith("default fractions")
     with pytest.raises(LookupError, match="no peak for dtype 'bfloat16'"):
@@ -67,13 +67,13 @@ def test_recorded_ceilings_win_over_the_defaults(tmp_path, monkeypatch):
     for spec in (pk.calibrated(h100), pk.calibrated("H100-SXM", root=tmp_path)):  # $PERFKIT_DATA, or root=
         c = pk.achievable_ceilings(spec)
         assert c == spec.ceilings and spec.measured_ceilings is not None
-        assert c.flops["bfloat16"] == pytest.approx(733e12) and c.bandwidth == pytest.approx(3070e9)
+        assert c.flop_s["bfloat16"] == pytest.approx(733e12) and c.bandwidth == pytest.approx(3070e9)
         assert c.source.startswith("measured (recorded on NVIDIA H100 80GB HBM3 on 2026-11-20")
         p = pk.explain_gemm(8192, 8192, 8192, "bfloat16", spec)
-        assert p.flops_ceiling == pytest.approx(733e12) and p.ceilings_source == c.source
+        assert p.flop_s_ceiling == pytest.approx(733e12) and p.ceilings_source == c.source
     # the spec itself is unchanged: a model given it uses the documented defaults, whatever data/ holds
     assert pk.achievable_ceilings(h100) == default_ceilings(h100) and h100.measured_ceilings is None
-    assert pk.explain_gemm(8192, 8192, 8192, "bfloat16", h100).flops_ceiling == pytest.approx(0.803 * 989.4e12)
+    assert pk.explain_gemm(8192, 8192, 8192, "bfloat16", h100).flop_s_ceiling == pytest.approx(0.803 * 989.4e12)
 
 
 

@@ -49,14 +49,14 @@ def test_plot_roofline_two_devices_with_table_1():
 def test_plot_roofline_single_spec_default_source_and_ceiling():
     fig, ax = plt.subplots()
     out = plot_roofline([gemm_operation(8192, 128, 8192, "float16")], H100, ax=ax,
-                        ceilings={"label": "measured cuBLAS", "flops": 700e12, "bandwidth": 3.0e12})
+                        ceilings={"label": "measured cuBLAS", "flop_s": 700e12, "bandwidth": 3.0e12})
     assert out is fig
     assert str(modelled(H100)) in ax.get_title() and "datasheet" in ax.get_title()
     dashed = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
     assert len(dashed) == 1 and dashed[0].get_label().startswith("measured cuBLAS: 700.0 TFLOP/s")
     assert max(dashed[0].get_ydata()) == pytest.approx(700)
     with pytest.raises(ValueError, match="ceilings must be a mapping"):
-        plot_roofline([], H100, ceilings={"flops": 1e12})
+        plot_roofline([], H100, ceilings={"flop_s": 1e12})
     with pytest.raises(TypeError, match="specs must be a DeviceSpec"):
         plot_roofline([], "H100")
     with pytest.raises(LookupError, match="no peak for dtype 'float8'"):

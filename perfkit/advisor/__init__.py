@@ -33,10 +33,10 @@ DataFrames; ``measure_advice`` (:mod:`.measure`) times each GEMM and memory pass
 re-times each fix. Units: seconds, bytes, FLOP.
 """
 
-from .advice import FINDING_COLUMNS, UNMAPPED_COLUMNS, Advice, advise, resolve_spec
+from .advice import FINDING_COLUMNS, UNMAPPED_COLUMNS, Advice, advise, advised_spec
 from .capture import capture
 from .price import COLUMNS as LAYER_COLUMNS
 from .rules import MIN_SHARE, QUANTIZATION_THRESHOLD, RULES
 
 __all__ = ["Advice", "FINDING_COLUMNS", "LAYER_COLUMNS", "MIN_SHARE", "QUANTIZATION_THRESHOLD", "RULES",
-           "UNMAPPED_COLUMNS", "advise", "capture", "resolve_spec"]
+           "UNMAPPED_COLUMNS", "advise", "advised_spec", "capture"]

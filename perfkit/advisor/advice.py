@@ -15,7 +15,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from .._validate import boolean
-from ..devices import DeviceSpec, cuda_available, current_device, device_spec
+from ..devices import DeviceSpec, cuda_available, resolve_spec
 from ..display import Table
 from ..dtypes import canonical_dtype
 from ..units import format_percent, format_time
@@ -25,7 +25,7 @@ from .ops import Op, map_call
 from .price import COLUMNS, Pricer
 from .rules import RULES, Context, apply_rules
 
-__all__ = ["Advice", "FINDING_COLUMNS", "UNMAPPED_COLUMNS", "advise", "resolve_spec"]
+__all__ = ["Advice", "FINDING_COLUMNS", "UNMAPPED_COLUMNS", "advise", "advised_spec"]
 
 #: Columns of ``Advice.findings``.
 FINDING_COLUMNS = ("layer", "rule", "severity", "message", "fix", "predicted_saving_s")
@@ -157,18 +157,12 @@ class Advice:
         return float(s[s > 0].sum() / self.step_s) if self.step_s else 0.0
 
 
-def resolve_spec(spec: Any) -> tuple[DeviceSpec, str]:
-    """``spec`` as a :class:`DeviceSpec` and a note: a name or spec as given; None is this GPU, or
-    :data:`FALLBACK_SPEC` when there is none."""
-    if isinstance(spec, DeviceSpec):
-        return spec, ""
-    if spec is None:
-        if cuda_available():
-            return current_device(), ""
-        return device_spec(FALLBACK_SPEC), f"no GPU here: advice for {FALLBACK_SPEC} (pass spec= to choose)"
-    if isinstance(spec, str):
-        return device_spec(spec), ""
-    raise TypeError(f"spec must be a device name such as 'H100-SXM', a DeviceSpec or None, got {spec!r}")
+def advised_spec(spec: str | DeviceSpec | None) -> tuple[DeviceSpec, str]:
+    """``spec`` as a :class:`DeviceSpec` (:func:`perfkit.devices.resolve_spec`) and a note: a name or
+    spec as given; None is this GPU, or :data:`FALLBACK_SPEC` when there is none."""
+    if spec is None and not cuda_available():
+        return resolve_spec(FALLBACK_SPEC), f"no GPU here: advice for {FALLBACK_SPEC} (pass spec= to choose)"
+    return resolve_spec(spec), ""
 
 
 def _check_inputs(example_inputs: Any) -> None:
@@ -220,8 +214,8 @@ def advise(model: Any, example_inputs: Any, dtype: Any = "bfloat16", spec: Any =
     _check_inputs(example_inputs)
     dtype = canonical_dtype(dtype)
     training, meta = boolean("training", training), boolean("meta", meta)
-    spec, note = resolve_spec(spec)
-    spec.peak_flops(dtype)  # LookupError naming the dtypes this device has a peak for
+    spec, note = advised_spec(spec)
+    spec.peak_flop_s(dtype)  # LookupError naming the dtypes this device has a peak for
     if not spec.sms or not spec.mem_bandwidth:
         raise LookupError(f"{spec.name} has no SM count or memory bandwidth, so perfkit cannot model it")
     chosen = list(RULES) if rules is None else list(rules)

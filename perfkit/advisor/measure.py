@@ -15,9 +15,8 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from ..devices import current_device
 from ..dtypes import itemsize, torch_dtype
-from ..placement import ensure_fits, lean_bench, resolve_device
+from ..placement import ensure_fits, lean_bench, measured_on, resolve_device
 from ..timing import NoiseWarning
 from .ops import Op
 
@@ -173,7 +172,7 @@ def measure_advice(advice: Any, device: str = "auto", *, fixes: bool = True, pro
     from tqdm.auto import tqdm
 
     device = resolve_device(device)
-    here = current_device()
+    here = measured_on()
     if (here.kind == "gpu") != (device == "cuda") or here.name != advice.spec.name:
         raise ValueError(f"the advice is for {advice.spec.name} but {device} here is {here.name}: measurements "
                          f"would not compare with the predictions; advise with spec=pk.current_device() to "

@@ -13,7 +13,8 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from ..devices import DeviceSpec, device_spec
+from ..devices import DeviceSpec, resolve_spec
+from ..meta import FrameMeta
 from ..provenance import Source
 from ..published_data import published_or_none
 from ..published_data.xla import xla_rows as rows
@@ -46,12 +47,12 @@ def frame_of(frames: Mapping[str, Any] | None, key: str) -> pd.DataFrame | None:
     return frame if frame is not None and len(frame) else None
 
 
-def today(spec: DeviceSpec | None = None) -> DeviceSpec:
-    """``spec``, or the GPU of :data:`TODAY_GPU`; ``TypeError`` for anything but a GPU DeviceSpec."""
-    if spec is None:
-        return device_spec(TODAY_GPU)
-    if not isinstance(spec, DeviceSpec) or spec.kind != "gpu":
-        raise TypeError(f"spec must be a GPU's DeviceSpec (pk.device_spec('H100-SXM')), got {spec!r}")
+def today(spec: str | DeviceSpec | None = None) -> DeviceSpec:
+    """``spec`` (a GPU's name or DeviceSpec), or the GPU of :data:`TODAY_GPU`; ``TypeError`` for a CPU
+    or anything else (:func:`perfkit.devices.resolve_spec`)."""
+    spec = resolve_spec(spec, default=TODAY_GPU)
+    if spec.kind != "gpu":
+        raise TypeError(f"spec must be a GPU's name or DeviceSpec (pk.device_spec('H100-SXM')), got {spec!r}")
     return spec
 
 
@@ -66,12 +67,12 @@ def number(value: Any) -> float | None:
 def published_label(frame: pd.DataFrame, device: str | None = None) -> str:
     """``"published by OpenXLA, measured on H100-SXM (2025)"``: the publisher of a published frame
     and its device (perfkit's name where it has one), as :class:`perfkit.provenance.Source` says it."""
-    meta = frame.attrs.get("meta") or {}
+    meta = FrameMeta.of(frame)
     if device is None:
         devices = [d for d in dict.fromkeys(frame["device"]) if d] if "device" in frame else []
-        device = ", ".join(devices) or str(meta.get("device") or meta.get("device_name") or "a GPU")
-    who = str(meta.get("published_by") or "a third party").split(" (")[0]
-    return Source("published", device, str(meta.get("published_date") or "an unknown date"), by=who).label
+        device = ", ".join(devices) or meta.device or meta.device_name or "a GPU"
+    who = (meta.published_by or "a third party").split(" (")[0]
+    return Source("published", device, meta.published_date or "an unknown date", by=who).label
 
 
 def from_published(effect: Any, frame: pd.DataFrame | None, where: str, *, device: str | None = None,

@@ -24,6 +24,7 @@ from matplotlib.ticker import EngFormatter, LogFormatterSciNotation
 
 from ..devices import device_spec
 from ..display import Note, empty_note, show
+from ..meta import FrameMeta
 from ..provenance import Source, modelled, source_of
 
 #: Width of the book's text column, inches: every figure is legible at this width.
@@ -204,7 +205,7 @@ def published_label(frame: pd.DataFrame, source: Source | str | None) -> tuple[s
     model of the GPUs a model-only frame names (``attrs["model_of"]``)."""
     if source is not None or source_of(frame) is not None:
         label = frame_source(frame, source)
-        timing = (frame.attrs.get("meta") or {}).get("timing")
+        timing = FrameMeta.of(frame).timing
         return (f"{label}; timed: {timing}" if timing else str(label)), False
     names = [n.strip() for n in str(frame.attrs.get("model_of", "")).split(",") if n.strip()]
     if not names:

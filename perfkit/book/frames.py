@@ -8,14 +8,11 @@ from typing import Iterable
 import pandas as pd
 
 from .._validate import frame_or_none
+from ..calibration import calibrated
 from ..data import has_recording, load
-from ..devices import DeviceSpec, gpu_of_meta, is_cpu_meta
+from ..devices import DeviceSpec
+from ..meta import FrameMeta, gpu_of, is_cpu
 from ..provenance import Source
-
-
-def is_cpu(frame: pd.DataFrame) -> bool:
-    """Whether ``frame``'s metadata says it was measured on a CPU (no metadata: not a CPU)."""
-    return is_cpu_meta(frame.attrs.get("meta") or {})
 
 
 def gpu_rows(frame: pd.DataFrame | None, param: str = "frame") -> pd.DataFrame | None:
@@ -33,11 +30,11 @@ def recorded(names: Iterable[str], device: str | None = None) -> dict[str, pd.Da
 
 
 def spec_of(frame: pd.DataFrame | None) -> DeviceSpec | None:
-    """The GPU a frame was measured on: its recorded table name, else its driver's name, else this
-    GPU for a live frame; None for no frame, a CPU run, or a GPU perfkit does not know."""
-    if frame is None or is_cpu(frame):
-        return None
-    return gpu_of_meta(frame.attrs.get("meta") or {})
+    """The GPU a frame was measured on (:func:`perfkit.meta.gpu_of`), with the ceilings recorded for
+    it attached (:func:`perfkit.calibrated`), so that a prediction drawn beside the frame uses them;
+    None for no frame, a CPU run, or a GPU perfkit does not know."""
+    gpu = gpu_of(frame)
+    return None if gpu is None else calibrated(gpu)
 
 
 def measured_from(on: pd.DataFrame | str | None) -> str:
@@ -53,16 +50,16 @@ def measured_from(on: pd.DataFrame | str | None) -> str:
     if not isinstance(on, pd.DataFrame):
         raise TypeError(f"on must be the DataFrame the effect was computed from, a label or None, got "
                         f"{type(on).__name__}")
-    meta = on.attrs.get("meta") or {}
+    meta = FrameMeta.of(on, "on")
     if not meta:
         return "our measurement"
-    spec = spec_of(on)
-    device = spec.name if spec is not None else str(meta.get("device_name") or "a GPU")
-    if meta.get("live"):
-        source = Source("live", device, str(meta.get("measured_at") or "")[:10] or "today")
+    spec = gpu_of(meta)
+    device = spec.name if spec is not None else meta.device_name or "a GPU"
+    if meta.live:
+        source = Source("live", device, (meta.measured_at or "")[:10] or "today")
     else:
-        source = Source("recorded", device, str(meta.get("recorded_at") or "")[:10] or "an unknown date",
-                        complete=bool(meta.get("complete", True)))
+        source = Source("recorded", device, (meta.recorded_at or "")[:10] or "an unknown date",
+                        complete=meta.complete is not False)
     return f"ours, {source.label}"
 
 

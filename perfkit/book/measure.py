@@ -1,4 +1,11 @@
-"""Pieces shared by the experiment modules: device choice, memory checks, GEMM operands, rows, sweeps."""
+"""Pieces shared by the experiment modules: device choice, memory checks, GEMM operands, rows, sweeps.
+
+Experiments time and pick their device through one seam, :mod:`perfkit.placement`:
+``placement.timer`` (``perfkit.timing.bench`` unless ``placement.use(timer=...)`` set another),
+``resolve_device`` and ``measured_on`` (here: :func:`measured_spec`, :func:`require_gpu`). A test or a
+reader swaps them for a ``with`` block, ``placement.use(timer=..., device=..., spec=...)``, without
+touching an experiment module.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +16,11 @@ from typing import Any, Callable, Iterable, Iterator
 import pandas as pd
 
 from .._validate import one_of, positive_int
-from ..devices import DeviceSpec, current_device
+from ..devices import DeviceSpec
 from ..display import Note, show
 from ..dtypes import canonical_dtype, torch_dtype
 from ..gemm_model import predict_gemm_time
+from ..placement import measured_on, runtime
 from ..roofline import gemm_bytes, gemm_flops
 from ..timing import Measurement, NoiseWarning
 
@@ -36,12 +44,16 @@ def tf32_mode(enabled: bool) -> Iterator[None]:
 
 
 def supports_dtype(dtype: str, device: str) -> bool:
-    """Whether this machine can run a GEMM in ``dtype`` on ``device`` through torch."""
+    """Whether this machine can run a GEMM in ``dtype`` on ``device`` through torch (a pretend GPU,
+    ``placement.use(device="cuda", spec=...)``: the dtypes its spec has a peak for)."""
     import torch
 
     d = canonical_dtype(dtype)
     if device == "cpu":
         return d in ("float64", "float32", "bfloat16", "float16")
+    pretend = runtime()
+    if pretend.device == "cuda" and pretend.spec is not None:
+        return d in pretend.spec.peaks
     major, minor = torch.cuda.get_device_capability()
     if d == "tf32" or d == "bfloat16":
         return major >= 8
@@ -115,8 +127,9 @@ def predicted_s(M: int, N: int, K: int, dtype: str, spec: Any, tile: tuple[int, 
 
 def measured_spec(device: str, *, cpu: bool = True) -> DeviceSpec | None:
     """The spec a prediction for ``device`` ("cuda" or "cpu") uses: the GPU measured on, or this CPU's
-    measured spec; None when they differ, or on a CPU with ``cpu=False`` (models of GPUs only)."""
-    spec = current_device()
+    measured spec; None when they differ, or on a CPU with ``cpu=False`` (models of GPUs only).
+    The spec is :func:`perfkit.placement.measured_on`'s (a test's pretend GPU included)."""
+    spec = measured_on()
     if (spec.kind == "gpu") != (device == "cuda") or (device == "cpu" and not cpu):
         return None
     return spec
@@ -135,7 +148,7 @@ def timing_row(m: Measurement) -> dict[str, float]:
 
 def gemm_row(M: int, N: int, K: int, dtype: str, m: Measurement, **extra: Any) -> dict[str, Any]:
     """A measured GEMM's row: shape, dtype, :func:`timing_row` and ``tflops``, then ``extra`` columns."""
-    return {"M": M, "N": N, "K": K, "dtype": dtype, **timing_row(m), "tflops": m.tflops(gemm_flops(M, N, K)),
+    return {"M": M, "N": N, "K": K, "dtype": dtype, **timing_row(m), "tflops": m.tflop_s(gemm_flops(M, N, K)),
             **extra}
 
 

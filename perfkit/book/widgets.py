@@ -131,7 +131,7 @@ def gemm_explorer(spec: DeviceSpec | str | None = None,
             ("tile efficiency", f"{p.tile_efficiency:.1%} of launched tile work is useful"),
             ("tile-shape factor (modelling assumption)", f"{p.shape_factor:.2f}"),
             ("roofline floor", format_time(p.floor_s)),
-            ("predicted", f"{format_time(p.predicted_s)} ({p.bound}-bound, {p.achieved_flops / TERA:,.1f} TFLOP/s)"),
+            ("predicted", f"{format_time(p.predicted_s)} ({p.bound}-bound, {p.achieved_flop_s / TERA:,.1f} TFLOP/s)"),
             ("aligned", "yes" if p.aligned else "no (dimensions not multiples of 16 bytes)"),
         ]
         if measure is not None:

@@ -11,8 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..._validate import dtype_names, positive_ints, sequence_of
-from ...placement import ensure_fits, resolve_device
-from ...timing import bench
+from ...placement import ensure_fits, resolve_device, timer
 from ...units import MiB
 from ..measure import gemm_bytes_needed, gemm_row, matmul_fn, supports_dtype, sweep, timing_row
 from ..registry import register
@@ -46,7 +45,7 @@ def ceiling_matmul(*, dtypes=("float32", "tf32", "float16", "bfloat16", "float8"
 
     def measure(p):
         d, (M, N, K) = p
-        return gemm_row(M, N, K, d, bench(matmul_fn(M, N, K, d, device), device=device, label=f"gemm {M}×{N}×{K} {d}"))
+        return gemm_row(M, N, K, d, timer(matmul_fn(M, N, K, d, device), device=device, label=f"gemm {M}×{N}×{K} {d}"))
 
     return sweep(points, measure, on_row=on_row, progress=progress, desc="matmul ceiling")
 
@@ -69,7 +68,7 @@ def ceiling_copy(*, device="auto", quick=False, progress=True, on_row=None) -> p
     def measure(nbytes):
         src = torch.ones(nbytes, dtype=torch.uint8, device=device)
         dst = torch.empty_like(src)
-        m = bench(lambda: dst.copy_(src), device=device, label=f"copy {nbytes / MiB:.0f} MiB")
+        m = timer(lambda: dst.copy_(src), device=device, label=f"copy {nbytes / MiB:.0f} MiB")
         return {"bytes": nbytes, "bytes_moved": 2 * nbytes, **timing_row(m), "gbps": m.gbps(2 * nbytes)}
 
     return sweep(sizes, measure, on_row=on_row, progress=progress, desc="copy ceiling")

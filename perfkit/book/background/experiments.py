@@ -5,11 +5,9 @@ from __future__ import annotations
 import pandas as pd
 
 from ..._validate import positive_int
-from ...devices import current_device
 from ...kernels import spin_blocks_per_sm, spin_launcher
-from ...placement import resolve_device
+from ...placement import measured_on, resolve_device, timer
 from ...quantization import cdiv
-from ...timing import bench
 from ..measure import sweep, timing_row
 from ..registry import register
 
@@ -35,7 +33,7 @@ def waves(*, max_waves: int = 4, spin_cycles: int = 100_000, device="auto", quic
     if device != "cuda":
         raise RuntimeError("the waves experiment launches a CuPy kernel and needs an NVIDIA GPU; "
                            "on a CPU, show the recorded data (perfkit.data.load('waves')) instead")
-    spec = current_device()
+    spec = measured_on()
     bps = spin_blocks_per_sm()
     wave = spec.sms * bps
     if quick:
@@ -44,7 +42,7 @@ def waves(*, max_waves: int = 4, spin_cycles: int = 100_000, device="auto", quic
     blocks = sorted({k * wave + r for k in range(max_waves) for r in offsets if k * wave + r > 0} | {max_waves * wave})
 
     def measure(b):
-        m = bench(spin_launcher(b, spin_cycles=spin_cycles), device=device, flush_l2=False,
+        m = timer(spin_launcher(b, spin_cycles=spin_cycles), device=device, flush_l2=False,
                   label=f"spin kernel, {b} blocks")
         return {"blocks": b, "wave_size": wave, "sms": spec.sms, "blocks_per_sm": bps, "waves": cdiv(b, wave),
                 **timing_row(m)}

@@ -16,7 +16,7 @@ from ...display import Note
 from ...dtypes import canonical_dtype
 from ...provenance import Source, caption, modelled
 from ...quantization import cdiv, wave_quantization
-from ...roofline import Operation, attainable_flops
+from ...roofline import Operation, attainable_flop_s
 from ...units import GIGA, TERA
 from ..figures import book_figure, frame_source, heading, new_figure, no_data, single_axes, time_axis
 
@@ -35,16 +35,16 @@ def _ceilings(ceilings: Any) -> list[Mapping]:
         return []
     items = [ceilings] if isinstance(ceilings, Mapping) else list(ceilings)
     for c in items:
-        if not isinstance(c, Mapping) or not {"flops", "bandwidth"} <= set(c):
-            raise ValueError("ceilings must be a mapping (or a list of them) with keys 'flops' (FLOP/s) and "
+        if not isinstance(c, Mapping) or not {"flop_s", "bandwidth"} <= set(c):
+            raise ValueError("ceilings must be a mapping (or a list of them) with keys 'flop_s' (FLOP/s) and "
                              f"'bandwidth' (bytes/s) and optionally 'label', got {c!r}")
-        if not (c["flops"] > 0 and c["bandwidth"] > 0):
-            raise ValueError(f"ceilings 'flops' and 'bandwidth' must be positive, got {c!r}")
+        if not (c["flop_s"] > 0 and c["bandwidth"] > 0):
+            raise ValueError(f"ceilings 'flop_s' and 'bandwidth' must be positive, got {c!r}")
     return items
 
 
-def _roof_label(label: str, flops: float, bandwidth: float) -> str:
-    return f"{label}: {EngFormatter(unit='FLOP/s', places=1)(flops)}, {bandwidth / GIGA:,.0f} GB/s"
+def _roof_label(label: str, flop_s: float, bandwidth: float) -> str:
+    return f"{label}: {EngFormatter(unit='FLOP/s', places=1)(flop_s)}, {bandwidth / GIGA:,.0f} GB/s"
 
 
 def _model_of(sms: int) -> Source:
@@ -102,7 +102,7 @@ def plot_roofline(operations: Iterable[Operation] | None, specs: DeviceSpec | Se
     point (ops:byte) is marked; each operation sits at its intensity on every device's roof and is
     named once, under the highest roof, names stacked so that none covers another. An operation
     with no FLOPs cannot sit on a log axis: a note names it. ``ceilings`` —
-    ``{"label": str, "flops": FLOP/s, "bandwidth": bytes/s}`` or a list of them — adds measured
+    ``{"label": str, "flop_s": FLOP/s, "bandwidth": bytes/s}`` or a list of them — adds measured
     roofs, dashed. The caption is ``source``, by default each spec's
     :func:`~perfkit.provenance.modelled` label.
     """
@@ -117,33 +117,33 @@ def plot_roofline(operations: Iterable[Operation] | None, specs: DeviceSpec | Se
     placed = sorted((op for op in ops if op.intensity > 0), key=lambda op: op.intensity)
 
     xs = [op.intensity for op in placed] + [s.ops_per_byte(dtype) for s in specs]
-    xs += [c["flops"] / c["bandwidth"] for c in ceils]
+    xs += [c["flop_s"] / c["bandwidth"] for c in ceils]
     x = np.geomspace(min(0.1, min(xs) / 3), max(1e4, max(xs) * 3), 400)
-    ys = [attainable_flops(x[0], s, dtype) / TERA for s in specs] + [s.peak_flops(dtype) / TERA for s in specs]
-    ys += [min(c["flops"], x[0] * c["bandwidth"]) / TERA for c in ceils] + [c["flops"] / TERA for c in ceils]
+    ys = [attainable_flop_s(x[0], s, dtype) / TERA for s in specs] + [s.peak_flop_s(dtype) / TERA for s in specs]
+    ys += [min(c["flop_s"], x[0] * c["bandwidth"]) / TERA for c in ceils] + [c["flop_s"] / TERA for c in ceils]
 
     for i, spec in enumerate(specs):
-        color, peak = f"C{i}", spec.peak_flops(dtype)
+        color, peak = f"C{i}", spec.peak_flop_s(dtype)
         ridge = spec.ops_per_byte(dtype)
-        ax.plot(x, attainable_flops(x, spec, dtype) / TERA, color=color, lw=2,
+        ax.plot(x, attainable_flop_s(x, spec, dtype) / TERA, color=color, lw=2,
                 label=_roof_label(spec.label, peak, spec.mem_bandwidth))
         ax.plot([ridge], [peak / TERA], "o", color=color, ms=6)
         ax.annotate(f"ops:byte {ridge:.3g}", (ridge, peak / TERA), xytext=(4, 5), textcoords="offset points",
                     fontsize=_LABEL_PT, color=color, ha="left", va="bottom", bbox=_BOX, zorder=4)
         for op in placed:
-            ax.plot([op.intensity], [attainable_flops(op.intensity, spec, dtype) / TERA], "s", ms=6,
+            ax.plot([op.intensity], [attainable_flop_s(op.intensity, spec, dtype) / TERA], "s", ms=6,
                     mfc=color, mec="black", zorder=3)
 
     for j, c in enumerate(ceils):
-        ax.plot(x, np.minimum(c["flops"], x * c["bandwidth"]) / TERA, "--", color=f"C{len(specs) + j}", lw=1.5,
-                label=_roof_label(c.get("label", "measured"), c["flops"], c["bandwidth"]))
+        ax.plot(x, np.minimum(c["flop_s"], x * c["bandwidth"]) / TERA, "--", color=f"C{len(specs) + j}", lw=1.5,
+                label=_roof_label(c.get("label", "measured"), c["flop_s"], c["bandwidth"]))
 
     # Axis limits first (every marker, the roofs and room above them), then the names under the roof.
     w_pt, h_pt = _axes_points(ax)
     lo, hi = np.log10(min(ys) / 2), np.log10(max(ys))
     hi += (hi - lo) * _HEADROOM_PT / (h_pt - _HEADROOM_PT)
     xlim, ylim = (x[0] / 1.3, x[-1] * 1.3), (10 ** lo, 10 ** hi)
-    tops = [(op.name, op.intensity, max(attainable_flops(op.intensity, s, dtype) for s in specs) / TERA)
+    tops = [(op.name, op.intensity, max(attainable_flop_s(op.intensity, s, dtype) for s in specs) / TERA)
             for op in placed]
     spots = _place_names(tops, xlim, ylim, (w_pt, h_pt))
     for (name, xi, yi), (xt, yt) in zip(tops, spots):

@@ -12,10 +12,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 import plotly.graph_objects as go
 
-from ...devices import KNOWN_DEVICES, DeviceSpec, device_spec
+from ...devices import KNOWN_DEVICES, DeviceSpec, resolve_spec
 from ...dtypes import canonical_dtype
 from ...provenance import caption, modelled
-from ...roofline import (Operation, arithmetic_intensity, attainable_flops, gemm_operation, math_bound_batch,
+from ...roofline import (Operation, arithmetic_intensity, attainable_flop_s, gemm_operation, math_bound_batch,
     nvidia_example_operations, roofline_time)
 from ...units import TERA, format_time
 from ..interactive import InteractiveFigure, State, heading, rounded, with_menu, with_slider
@@ -35,11 +35,7 @@ _X_RANGE = (0.06, 1e4)
 
 
 def _spec(device: DeviceSpec | str, param: str) -> DeviceSpec:
-    if isinstance(device, DeviceSpec):
-        return device
-    if isinstance(device, str):
-        return device_spec(device)
-    raise TypeError(f"{param} must hold DeviceSpecs or device names such as 'H100-SXM', got {device!r}")
+    return resolve_spec(device, param=f"each of {param}", none_ok=False)
 
 
 def _specs(devices: Iterable[DeviceSpec | str] | None, dtype: str) -> list[DeviceSpec]:
@@ -58,15 +54,15 @@ def _specs(devices: Iterable[DeviceSpec | str] | None, dtype: str) -> list[Devic
 
 def _roof(spec: DeviceSpec, dtype: str) -> dict:
     """The roof as three points (log-log): where the axis starts, the ridge, where it ends."""
-    ridge, peak = spec.ops_per_byte(dtype), spec.peak_flops(dtype) / TERA
+    ridge, peak = spec.ops_per_byte(dtype), spec.peak_flop_s(dtype) / TERA
     lo, hi = min(_X_RANGE[0], ridge), max(_X_RANGE[1], ridge)
-    return {"x": rounded([lo, ridge, hi]), "y": rounded([attainable_flops(lo, spec, dtype) / TERA, peak, peak])}
+    return {"x": rounded([lo, ridge, hi]), "y": rounded([attainable_flop_s(lo, spec, dtype) / TERA, peak, peak])}
 
 
 def _bound(op: Operation, spec: DeviceSpec, dtype: str) -> tuple[float, float, str]:
     """Attainable TFLOP/s of ``op`` on ``spec``, its roofline time (s) and its bound."""
     seconds, bound = roofline_time(op.flops, op.bytes, spec, dtype)
-    return attainable_flops(op.intensity, spec, dtype) / TERA, seconds, bound
+    return attainable_flop_s(op.intensity, spec, dtype) / TERA, seconds, bound
 
 
 def _text_positions(intensities: Sequence[float], labels: Sequence[str], x_max: float) -> list[str]:
@@ -120,7 +116,7 @@ def roofline_by_device(operations: Sequence[Operation] | None = None, *,
                  f"{b}-bound: {format_time(t)}" for op, (y, t, b) in zip(ops, points)]
         states.append(State(spec.name, [
             _roof(spec, dtype),
-            {"x": rounded([ridge]), "y": rounded([spec.peak_flops(dtype) / TERA]),
+            {"x": rounded([ridge]), "y": rounded([spec.peak_flop_s(dtype) / TERA]),
              "text": [f"ops:byte {ridge:.3g}"]},
             {"y": rounded([y for y, _, _ in points]), "text": [f"{op.name}: {b}" for op, (_, _, b) in zip(ops, points)],
              "hovertext": hover, "marker.color": [BOUND_COLOURS[b] for _, _, b in points]},
@@ -128,8 +124,8 @@ def roofline_by_device(operations: Sequence[Operation] | None = None, *,
             "annotations[0].text": f"{n_math} of {len(ops)} math-bound on {spec.name}: ridge at "
                                    f"{ridge:.3g} FLOP/byte (blue: math-bound, orange: memory-bound)"}))
 
-    lows = [attainable_flops(min(op.intensity for op in ops), s, dtype) / TERA for s in specs]
-    highs = [s.peak_flops(dtype) / TERA for s in specs]
+    lows = [attainable_flop_s(min(op.intensity for op in ops), s, dtype) / TERA for s in specs]
+    highs = [s.peak_flop_s(dtype) / TERA for s in specs]
     traces = [
         go.Scatter(x=[], y=[], mode="lines", line={"color": "#444", "width": 2.5}, name="roof", hoverinfo="skip"),
         go.Scatter(x=[], y=[], mode="markers+text", marker={"color": "#444", "size": 9}, textposition="bottom right",
@@ -200,17 +196,17 @@ def gemm_batch_roofline(in_features: int = 1024, out_features: int = 4096, *,
     for i, s in enumerate(specs):
         colour = _ROOF_COLOURS[i % len(_ROOF_COLOURS)]
         traces += [go.Scatter(**_roof(s, dtype), mode="lines", line={"width": 2.5, "color": colour},
-                              name=f"{s.name}: {s.peak_flops(dtype) / TERA:,.0f} TFLOP/s, "
+                              name=f"{s.name}: {s.peak_flop_s(dtype) / TERA:,.0f} TFLOP/s, "
                                    f"{s.mem_bandwidth / 1e9:,.0f} GB/s, ridge {s.ops_per_byte(dtype):.3g} FLOP/byte"),
-                   go.Scatter(x=rounded([s.ops_per_byte(dtype)]), y=rounded([s.peak_flops(dtype) / TERA]),
+                   go.Scatter(x=rounded([s.ops_per_byte(dtype)]), y=rounded([s.peak_flop_s(dtype) / TERA]),
                               mode="markers", marker={"size": 9, "color": colour}, showlegend=False,
                               hoverinfo="x+y")]
     traces += [go.Scatter(x=[], y=[], mode="markers+text", textposition="bottom right", textfont={"size": 11},
                           marker={"size": 13, "symbol": "square", "line": {"color": "black", "width": 1}},
                           name=f"the GEMM on {s.name}", showlegend=False, hoverinfo="x+y+text") for s in specs]
-    lo = min(attainable_flops(arithmetic_intensity(out_features, min(stops), in_features, dtype), s, dtype)
+    lo = min(attainable_flop_s(arithmetic_intensity(out_features, min(stops), in_features, dtype), s, dtype)
              for s in specs) / TERA
-    hi = max(s.peak_flops(dtype) for s in specs) / TERA
+    hi = max(s.peak_flop_s(dtype) for s in specs) / TERA
     x_lo = arithmetic_intensity(out_features, min(stops), in_features, dtype)
     x_hi = max([arithmetic_intensity(out_features, max(stops), in_features, dtype)]
                + [s.ops_per_byte(dtype) for s in specs])

@@ -75,7 +75,7 @@ EXERCISES: list[Exercise] = [
         unit="microseconds", fmt="{:,.3g}",
         hint="the time is the larger of FLOPs ÷ peak and bytes ÷ bandwidth.",
         mistakes=(
-            (lambda: _relu().flops / device_spec("H100-SXM").peak_flops("float16") * 1e6,
+            (lambda: _relu().flops / device_spec("H100-SXM").peak_flop_s("float16") * 1e6,
              "that is the math time alone: ReLU is memory-bound, so bytes ÷ bandwidth sets its time."),
             (lambda: _relu().bytes / 2 / device_spec("H100-SXM").mem_bandwidth * 1e6,
              "that counts only the read: ReLU writes its output too, as many bytes again."),

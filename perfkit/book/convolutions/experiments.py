@@ -21,9 +21,8 @@ import pandas as pd
 from ..._validate import dtype_name, dtype_names, positive_int, sequence_of
 from ...dtypes import itemsize, torch_dtype
 from ...padding import padded_conv2d
-from ...placement import ensure_fits, resolve_device
+from ...placement import ensure_fits, resolve_device, timer
 from ...quantization import alignment
-from ...timing import bench
 from ...units import MiB
 from ..measure import measured_spec, sweep, timing_row
 from ..registry import register
@@ -72,7 +71,7 @@ def _setup(device: str, dtype: Any, accepted=("float16", "bfloat16", "tf32", "fl
 def _bench(fn: Callable[[], Any], device: str, **kw: Any):
     """:func:`perfkit.timing.bench` on ``device``; a CPU run (which shows a mechanism) samples for 0.05 s."""
     cpu = dict(rep_s=0.05, warmup_s=0.01, max_time_s=0.5) if device == "cpu" else {}
-    return bench(fn, device=device, **cpu, **kw)
+    return timer(fn, device=device, **cpu, **kw)
 
 
 def _math(fn: Callable[[], Any], dtype: str, device: str) -> Callable[[], Any]:
@@ -118,7 +117,7 @@ def _conv_fn(s: dict, phase: str, dtype: str, device: str, layout: str = "NHWC")
 def _row(s: dict, which: str, dtype: str, m, spec, flops_passes: int = 1, **extra: Any) -> dict[str, Any]:
     """:func:`~perfkit.book.convolutions.analysis.model_row` with the timing of the Measurement ``m``."""
     return dict(model_row(s, which, dtype, spec, **extra), **timing_row(m),
-                tflops=m.tflops(flops_passes * conv_flops(s)))
+                tflops=m.tflop_s(flops_passes * conv_flops(s)))
 
 
 @register("conv_passes", "Forward, activation-gradient and weight-gradient passes of ResNet-50 convolutions "
@@ -334,7 +333,7 @@ def conv_deepbench(*, shapes=None, dtype="float16", device="auto", quick=False, 
                               label=f"deepbench {phase} {todo[i]}")
         return {**dict(zip(DB_COLUMNS, todo[i])), "dtype": d, "layout": "NCHW", **timing_row(t["forward"]),
                 "bwd_inputs_time_s": t["dgrad"].median if "dgrad" in t else math.nan,
-                "bwd_params_time_s": t["wgrad"].median, "tflops": t["forward"].tflops(conv_flops(s)),
+                "bwd_params_time_s": t["wgrad"].median, "tflops": t["forward"].tflop_s(conv_flops(s)),
                 **{c: model_row(s, ph, d, spec)["predicted_s"] for c, (ph, _) in PREDICTED.items()}}
 
     return sweep(range(len(conv)), measure, on_row=on_row, progress=progress, desc="DeepBench convolutions")

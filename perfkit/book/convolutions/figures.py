@@ -30,7 +30,7 @@ __all__ = ["plot_conv_channels", "plot_conv_layout", "plot_conv_params", "plot_c
 _PHASE_COLOURS = {"forward": "C0", "dgrad": "C1", "wgrad": "C2"}
 
 
-def _model_tflops(g: pd.DataFrame) -> pd.Series:
+def _model_tflop_s(g: pd.DataFrame) -> pd.Series:
     """TFLOP/s the model predicts for each row: the useful FLOPs of its ``tflops`` at ``predicted_s``."""
     return 2.0 * g["N"] * g["K"] * g["C"] * g["R"] * g["S"] * g["P"] * g["Q"] / g["predicted_s"] / 1e12
 
@@ -87,14 +87,14 @@ def plot_conv_channels(frame: pd.DataFrame | None, source: Source | str | None =
         for j, cs in enumerate(ranges):
             ax = axes[i, j]
             g = frame[(frame["dtype"] == dtype) & frame["C"].isin(cs)].sort_values("C")
-            y = g["tflops"] if measured else _model_tflops(g)
+            y = g["tflops"] if measured else _model_tflop_s(g)
             ax.plot(g["C"], y, "-", color="gray", lw=0.6)
             aligned, tile = g["aligned"].astype(bool), g["C"] % 64 == 0
             ax.plot(g["C"][aligned & ~tile], y[aligned & ~tile], "o", color="C0", ms=5, label="aligned")
             ax.plot(g["C"][tile], y[tile], "o", color="C3", ms=7, label="÷64")
             ax.plot(g["C"][~aligned], y[~aligned], "o", mfc="white", color="C1", ms=4, label="not aligned")
             if measured and g["predicted_s"].notna().any():
-                ax.plot(g["C"], _model_tflops(g), "--", color="black", lw=1, label="model")
+                ax.plot(g["C"], _model_tflop_s(g), "--", color="black", lw=1, label="model")
             ax.set_ylim(bottom=0)
             ax.grid(True, alpha=0.25)
             ax.set_xlabel("C = K (channels)" if i == len(dtypes) - 1 else "")
@@ -193,7 +193,7 @@ def plot_conv_params(frame: pd.DataFrame | None, source: Source | str | None = N
             axes[1, j].plot(g["swept"], g["tflops"], "o-", color="C0", ms=4)
         if g["predicted_s"].notna().any():
             axes[0, j].plot(g["swept"], g["predicted_s"], "--", color="black", lw=1, label="model")
-            axes[1, j].plot(g["swept"], _model_tflops(g), "--", color="black", lw=1)
+            axes[1, j].plot(g["swept"], _model_tflop_s(g), "--", color="black", lw=1)
         time_axis(axes[0, j], log=True)
         axes[1, j].set_ylim(bottom=0)
         axes[1, j].set_xlabel(_PARAM_NAMES.get(name, name))

@@ -21,7 +21,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..._validate import frame_or_none, positive_int
-from ...devices import DeviceSpec, device_spec
+from ...calibration import calibrated
+from ...devices import DeviceSpec, device_spec, resolve_spec
+from ...meta import FrameMeta, gpu_of
 from ...dtypes import canonical_dtype
 from ...gemm_model import GemmPrediction, explain_gemm
 from ...provenance import modelled, published_counterparts, source_of
@@ -48,18 +50,14 @@ def channel_states() -> list[int]:
 
 
 def _spec(spec: Any, param: str = "spec") -> DeviceSpec:
-    if isinstance(spec, DeviceSpec):
-        return spec
-    if isinstance(spec, str):
-        return device_spec(spec)
-    raise TypeError(f"{param} must be a device name such as 'H100-SXM' or a DeviceSpec, got {spec!r}")
+    return resolve_spec(spec, param=param, none_ok=False)
 
 
 def _gpu_frame(frame: Any, param: str, columns: Sequence[str]) -> pd.DataFrame | None:
     """``frame`` if it is a GPU frame (live, recorded or published) with ``columns``; None stays None."""
     if frame_or_none(param, frame) is None:
         return None
-    if (frame.attrs.get("meta") or {}).get("device_kind") == "cpu":
+    if FrameMeta.of(frame).device_kind == "cpu":
         raise ValueError(f"{param} was measured on a CPU; these figures set GPU data against a GPU's model, "
                          "so pass a GPU frame (live or recorded) or None")
     missing = [c for c in columns if c not in frame.columns]
@@ -69,14 +67,10 @@ def _gpu_frame(frame: Any, param: str, columns: Sequence[str]) -> pd.DataFrame |
 
 
 def _frame_spec(frame: pd.DataFrame | None) -> DeviceSpec | None:
-    """The datasheet spec of the GPU a frame was measured on, if perfkit knows it."""
-    meta = (frame.attrs.get("meta") or {}) if frame is not None else {}
-    for key in ("device", "device_name"):
-        try:
-            return device_spec(str(meta[key]))
-        except (KeyError, LookupError):
-            continue
-    return None
+    """The GPU a frame was measured on (:func:`perfkit.meta.gpu_of`), with the ceilings recorded for
+    it attached (:func:`perfkit.calibrated`), if perfkit knows it."""
+    gpu = gpu_of(frame)
+    return None if gpu is None else calibrated(gpu)
 
 
 def _model_spec(spec: Any, frame: pd.DataFrame | None, param: str) -> tuple[DeviceSpec, pd.DataFrame | None]:
@@ -106,7 +100,7 @@ def pass_predictions(channels: int, spec: Any = "H100-SXM", dtype: str = "float1
     return {p: explain_gemm(*gemms[p], canonical_dtype(dtype), spec) for p in PHASES}
 
 
-def _tflops(channels: int, t: float, batch: int, size: int, f: int) -> float:
+def _tflop_s(channels: int, t: float, batch: int, size: int, f: int) -> float:
     return conv_flops(conv_shape(batch, channels, size, size, channels, f, f, 1, f // 2)) / t / 1e12
 
 
@@ -180,7 +174,7 @@ def channels_figure(frame: pd.DataFrame | None = None, *, spec: Any = None, dtyp
     if len(cs) < 2:
         raise ValueError(f"channels must hold at least two channel counts, got {list(cs)}")
     model = {c: pass_predictions(c, spec, dtype, batch=batch, size=size, filter=f) for c in cs}
-    tflops = {p: rounded([_tflops(c, model[c][p].predicted_s, batch, size, f) for c in cs]) for p in PHASES}
+    tflop_s = {p: rounded([_tflop_s(c, model[c][p].predicted_s, batch, size, f) for c in cs]) for p in PHASES}
     measured = _measured_channels(frame, dtype, batch, size, f)
     has_data = len(measured) > 0
     mx = [int(c) for c in measured.index]
@@ -204,7 +198,7 @@ def channels_figure(frame: pd.DataFrame | None = None, *, spec: Any = None, dtyp
         times = [pred[p].predicted_s for p in PHASES]
         t_meas = float(measured.loc[c, "time_s"]) if c in measured.index else None
         hover = [f"{p}: GEMM {pred[p].M}×{pred[p].N}×{pred[p].K}, {format_time(pred[p].predicted_s)}, "
-                 f"{tflops[p][k]:.0f} TFLOP/s; {pred[p].tiles} tiles of {pred[p].tile[0]}×{pred[p].tile[1]} "
+                 f"{tflop_s[p][k]:.0f} TFLOP/s; {pred[p].tiles} tiles of {pred[p].tile[0]}×{pred[p].tile[1]} "
                  f"in {pred[p].waves} waves, {pred[p].bound}-bound" for p in PHASES]
         fwd = pred["forward"]
         layout = {**{f"yaxis2.{key}": v for key, v in _time_axis(max(times + [t_meas or 0.0]) * 1.25).items()},
@@ -212,7 +206,7 @@ def channels_figure(frame: pd.DataFrame | None = None, *, spec: Any = None, dtyp
                   "annotations[0].text": f"C = K = {c}: the forward GEMM is {fwd.tiles} tiles of "
                                          f"{fwd.tile[0]}×{fwd.tile[1]} in {fwd.waves} waves on {spec.sms} SMs"}
         states.append(State(f"{c}", [
-            *({"y": tflops[p], "selectedpoints": [k], "text": None, "hovertext": None} for p in PHASES),
+            *({"y": tflop_s[p], "selectedpoints": [k], "text": None, "hovertext": None} for p in PHASES),
             {"y": rounded(measured["tflops"]), "selectedpoints": [mx.index(c)] if c in mx else [], "text": None,
              "hovertext": None},
             {"y": rounded(times), "selectedpoints": None, "text": [format_time(t) for t in times],

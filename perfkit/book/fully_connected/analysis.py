@@ -14,7 +14,8 @@ from typing import Mapping
 
 import pandas as pd
 
-from ...devices import DeviceSpec, current_device, gpu_of_meta, is_cpu_meta
+from ...devices import DeviceSpec, current_device
+from ...meta import FrameMeta
 from ...roofline import batch_crossover, math_bound_batch
 from ...then_now import speedups
 
@@ -118,11 +119,11 @@ def frame_device(frame: pd.DataFrame) -> DeviceSpec | None:
     """The device a frame was measured on, from its ``attrs["meta"]``: its GPU (a recording's table
     name, else its driver's name, else this GPU for a live frame), or this machine's CPU for a live
     CPU run made here; None when perfkit cannot tell (an unknown GPU, another machine's CPU)."""
-    meta = frame.attrs.get("meta") or {}
-    if is_cpu_meta(meta):
+    meta = FrameMeta.of(frame)
+    if meta.is_cpu:
         here = current_device()
-        return here if here.kind == "cpu" and meta.get("live") else None
-    return gpu_of_meta(meta)
+        return here if here.kind == "cpu" and meta.live else None
+    return meta.gpu
 
 
 def crossovers(frames: Mapping[str, pd.DataFrame | None]) -> pd.DataFrame | None:
@@ -142,7 +143,7 @@ def crossovers(frames: Mapping[str, pd.DataFrame | None]) -> pd.DataFrame | None
         for r in batch_crossover(frame).itertuples():
             predicted = None if spec is None else math_bound_batch(int(r.K), int(r.M), spec, str(r.dtype))
             rows.append({"data": name, "device": spec.name if spec is not None else
-                         str((frame.attrs.get("meta") or {}).get("device_name", "unknown")),
+                         FrameMeta.of(frame).device_name or "unknown",
                          "layer": f"{r.K}→{r.M}", "dtype": r.dtype, "fastest_s": r.floor_s,
                          "best TFLOP/s": r.best_tflops, "measured crossover": r.crossover_batch,
                          "predicted crossover": float("nan") if predicted is None else float(predicted)})

@@ -19,11 +19,10 @@ from ..._validate import dtype_name, one_of, positive_int, sequence_of
 from ...dtypes import canonical_dtype, itemsize, torch_dtype
 from ...gemm_model import explain_gemm
 from ...padding import padded_linear
-from ...placement import ensure_fits, resolve_device
+from ...placement import ensure_fits, resolve_device, timer
 from ...quantization import pad_to_multiple
 from ...roofline import arithmetic_intensity, gemm_bytes, gemm_flops
 from ...shapes import linear_gemms
-from ...timing import bench
 from ..measure import gemm_row, matmul_fn, measured_spec, sweep, timing_row
 from ..registry import register
 from .analysis import feature_effects, pass_overhead, vocab_savings  # noqa: F401  (re-exported)
@@ -114,7 +113,7 @@ def fc_passes(*, in_features=None, out_features=None, batches=None, dtype="float
         M, N, K = linear_gemms(B, I, O)[phase]
         lay = PASS_LAYOUTS[phase]
         fn = _linear_fns(B, I, O, d, device)[phase] if impl == "autograd" else matmul_fn(M, N, K, d, device, lay)
-        m = bench(fn, device=device, label=f"{phase} {impl} {M}×{N}×{K} {d}")
+        m = timer(fn, device=device, label=f"{phase} {impl} {M}×{N}×{K} {d}")
         pred = _predicted(M, N, K, d, spec)
         return gemm_row(M, N, K, d, m, phase=phase, impl=impl, batch=B, in_features=I, out_features=O,
                         layout=lay, intensity=arithmetic_intensity(M, N, K, d),
@@ -151,7 +150,7 @@ def fc_batch(*, in_features=None, out_features=None, batches=None, dtype="float1
     spec = measured_spec(device)
 
     def measure(B):
-        m = bench(matmul_fn(O, B, I, d, device, "NT"), device=device, label=f"fc forward {I}→{O} batch {B} {d}")
+        m = timer(matmul_fn(O, B, I, d, device, "NT"), device=device, label=f"fc forward {I}→{O} batch {B} {d}")
         pred = _predicted(O, B, I, d, spec)
         return gemm_row(O, B, I, d, m, layout="NT", batch=B, in_features=I, out_features=O,
                         gbps=m.gbps(gemm_bytes(O, B, I, d)), intensity=arithmetic_intensity(O, B, I, d),
@@ -216,7 +215,7 @@ def fc_features(*, sweeps=("in", "out", "batch"), center=None, span=None, fixed=
 
     def measure(p):
         s, n, B, I, O = p
-        m = bench(matmul_fn(O, B, I, d, device, "NT"), device=device, label=f"fc {s}={n} {I}→{O} batch {B}")
+        m = timer(matmul_fn(O, B, I, d, device, "NT"), device=device, label=f"fc {s}={n} {I}→{O} batch {B}")
         pred = _predicted(O, B, I, d, spec)
         return gemm_row(O, B, I, d, m, sweep=s, swept=n, divisible_by=_divisible_by(n), batch=B, in_features=I,
                         out_features=O, predicted_s=pred.predicted_s if pred else np.nan)
@@ -290,7 +289,7 @@ def _vocab_row(phase, impl, m, V, I, T, d, spec, t=None):
     timing = timing_row(t) if t is not None else {"time_s": np.nan, "iqr_s": np.nan}
     return {"phase": phase, "impl": impl, "multiple": m, "vocab": V, "out_features": width, "tokens": T,
             "in_features": I, "dtype": d, **timing,
-            "tflops": t.tflops(len(preds) * gemm_flops(T, I, V)) if t is not None else np.nan,
+            "tflops": t.tflop_s(len(preds) * gemm_flops(T, I, V)) if t is not None else np.nan,
             "predicted_s": predicted}
 
 
@@ -315,7 +314,7 @@ def vocab_padding(*, vocab=50257, in_features=None, tokens=None, multiples=(8, 6
 
     def measure(p):
         phase, impl, m = p
-        t = bench(_vocab_fn(phase, impl, m, V, I, T, d, device), device=device,
+        t = timer(_vocab_fn(phase, impl, m, V, I, T, d, device), device=device,
                   label=f"vocab {V}→{pad_to_multiple(V, m)} {impl} {phase}")
         return _vocab_row(phase, impl, m, V, I, T, d, spec, t)
 

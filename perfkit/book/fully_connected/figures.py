@@ -21,6 +21,7 @@ from matplotlib.ticker import MaxNLocator
 from ...devices import DeviceSpec
 from ...display import Note
 from ...gemm_model import predict_gemm_time
+from ...meta import FrameMeta
 from ...provenance import Source, caption, modelled, source_of
 from ...roofline import arithmetic_intensity, batch_crossover, math_bound_batch
 from ..figures import (book_figure, frame_source, heading, legend_name, named_frames, new_figure, no_data, say,
@@ -32,7 +33,7 @@ __all__ = ["plot_fc_batch", "plot_fc_crossover", "plot_fc_features", "plot_fc_pa
 _PHASES = ("forward", "dgrad", "wgrad")
 
 
-def _tflops(frame: pd.DataFrame, seconds: pd.Series) -> pd.Series:
+def _tflop_s(frame: pd.DataFrame, seconds: pd.Series) -> pd.Series:
     return 2.0 * frame["M"] * frame["N"] * frame["K"] / seconds / 1e12
 
 
@@ -53,7 +54,7 @@ def plot_fc_passes(frame: pd.DataFrame | None, source: Source | str | None = Non
                     mfc="white" if impl == "gemm" else None, label=f"{phase}, {impl}")
         g = part[part["impl"] == "gemm"].sort_values("batch")
         if g["predicted_s"].notna().any():
-            ax.plot(g["batch"], _tflops(g, g["predicted_s"]), "x", color=f"C{i}", ms=7, mew=1.5,
+            ax.plot(g["batch"], _tflop_s(g, g["predicted_s"]), "x", color=f"C{i}", ms=7, mew=1.5,
                     label=f"{phase}, model")
     I, O = int(frame["in_features"].iloc[0]), int(frame["out_features"].iloc[0])
     _throughput_axes(ax, "batch", ncol=3)
@@ -133,7 +134,7 @@ def plot_fc_batch(frame: pd.DataFrame | None, source: Source | str | None = None
     if ours and frame["predicted_s"].notna().any():
         g = frame.sort_values("N")
         ax_t.plot(g["N"], g["predicted_s"], "--", color="black", lw=1, label="model, this device")
-        ax_f.plot(g["N"], _tflops(g, g["predicted_s"]), "--", color="black", lw=1, label="model, this device")
+        ax_f.plot(g["N"], _tflop_s(g, g["predicted_s"]), "--", color="black", lw=1, label="model, this device")
     ax_i.plot(grid, [arithmetic_intensity(O, int(b), I, dtype) for b in grid], color="black", lw=1.2,
               label=f"intensity of {I}→{O}, {dtype}")
     for j, spec in enumerate(specs):
@@ -208,7 +209,7 @@ def plot_fc_crossover(frame: pd.DataFrame | None, spec: DeviceSpec, *, missing: 
                     Line2D([], [], color="gray", ls=":", lw=1.5, label="measured crossover")]
     fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=7, frameon=False)
     parts = {"points": source_of(frame) if ours else None, "lines": modelled(spec)}
-    timing = str((frame.attrs.get("meta") or {}).get("timing") or "").split(":")[0] if ours else ""
+    timing = (FrameMeta.of(frame).timing or "").split(":")[0] if ours else ""
     what = (f"published measurements{f' ({timing})' if timing else ''} against the model" if ours
             else "the model's prediction only")
     heading(fig, f"Square layers on {spec.name}: where the forward GEMM turns math-bound, {what}",
@@ -263,7 +264,7 @@ def plot_fc_features(frame: pd.DataFrame | None, source: Source | str | None = N
     names = {"in": "input features (K)", "out": "output features (M)", "batch": "batch (N)"}
     for ax, s in zip(axes[:, 0], sweeps):
         g = frame[frame["sweep"] == s].sort_values("swept")
-        y = g["tflops"] if measured else _tflops(g, g["predicted_s"])
+        y = g["tflops"] if measured else _tflop_s(g, g["predicted_s"])
         ax.plot(g["swept"], y, "-", color="gray", lw=0.6)
         cls = g["divisible_by"].map(lambda d: next(low for low, _, _ in _CLASSES if d >= low))
         for low, name, color in reversed(_CLASSES):  # the rarer multiples on top
@@ -271,7 +272,7 @@ def plot_fc_features(frame: pd.DataFrame | None, source: Source | str | None = N
             ax.plot(g.loc[sel, "swept"], y[sel], "o", ms=3.5 if low < 64 else 6, color=color, label=name,
                     zorder=3)
         if measured and g["predicted_s"].notna().any():
-            ax.plot(g["swept"], _tflops(g, g["predicted_s"]), "--", color="black", lw=1, label="model")
+            ax.plot(g["swept"], _tflop_s(g, g["predicted_s"]), "--", color="black", lw=1, label="model")
         for v in range(int(g["swept"].min()) // 64 * 64 + 64, int(g["swept"].max()) + 1, 64):
             ax.axvline(v, color="gray", lw=1.2 if v % 256 == 0 else 0.5, alpha=0.4)
         fixed = [f"{c} {int(g[c].iloc[0])}" for c in ("batch", "in_features", "out_features")

@@ -27,7 +27,7 @@ from ...roofline import arithmetic_intensity, gemm_flops, math_bound_batch
 from ...shapes import linear_gemms
 from ..interactive import InteractiveFigure, State, heading, rounded, with_slider
 
-__all__ = ["BATCHES", "FIGURES", "PHASES", "batch_explorer", "layer_points", "predicted_tflops", "ridge_status"]
+__all__ = ["BATCHES", "FIGURES", "PHASES", "batch_explorer", "layer_points", "predicted_tflop_s", "ridge_status"]
 
 #: The three GEMMs of a layer, in NVIDIA's order.
 PHASES = ("forward", "dgrad", "wgrad")
@@ -96,7 +96,7 @@ def layer_points(frame: pd.DataFrame, in_features: int, out_features: int, dtype
     return out.groupby(["phase", "batch"], as_index=False, sort=True)["tflops"].max()
 
 
-def predicted_tflops(batch: int, in_features: int, out_features: int, spec: DeviceSpec,
+def predicted_tflop_s(batch: int, in_features: int, out_features: int, spec: DeviceSpec,
                      dtype: str = "float16") -> dict[str, float]:
     """The GEMM model's throughput (TFLOP/s) of each of the layer's three GEMMs at ``batch`` on ``spec``."""
     out = {}
@@ -161,7 +161,7 @@ def batch_explorer(measured: Mapping[str, pd.DataFrame | None] | None = None, *,
     model = {(s.name, p): [] for s in specs for p in PHASES}
     for B in grid:
         for s in specs:
-            for p, v in predicted_tflops(B, I, O, s, dtype).items():
+            for p, v in predicted_tflop_s(B, I, O, s, dtype).items():
                 model[(s.name, p)].append(v)
     intensity = [arithmetic_intensity(O, B, I, dtype) for B in grid]
 

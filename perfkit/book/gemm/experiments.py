@@ -13,13 +13,11 @@ import math
 import pandas as pd
 
 from ..._validate import dtype_name, dtype_names, positive_int, sequence_of, tile_pair
-from ...devices import current_device
 from ...dtypes import canonical_dtype
 from ...kernels import tiled_matmul
-from ...placement import ensure_fits, resolve_device
+from ...placement import ensure_fits, measured_on, resolve_device, timer
 from ...quantization import alignment, wave_quantization
 from ...roofline import arithmetic_intensity, gemm_bytes
-from ...timing import bench
 from ..measure import (gemm_bytes_needed, gemm_row, matmul_fn, matmul_operands, predicted_s, require_gpu,
     supports_dtype, sweep)
 from ..registry import register
@@ -41,7 +39,7 @@ def _dtypes(dtypes, device):
 
 
 def _measure_cublas(M, N, K, dtype, device, blas_layout="NN", **extra):
-    m = bench(matmul_fn(M, N, K, dtype, device, blas_layout), device=device,
+    m = timer(matmul_fn(M, N, K, dtype, device, blas_layout), device=device,
               label=f"gemm {M}×{N}×{K} {dtype} {blas_layout}")
     return gemm_row(M, N, K, dtype, m, **extra)
 
@@ -60,7 +58,7 @@ def gemm_sizes(*, dtypes=GEMM_DTYPES, device="auto", quick=False, progress=True,
     """
     dtypes = dtype_names("dtypes", dtypes)
     device = resolve_device(device)
-    spec = current_device()
+    spec = measured_on()
     small = quick or device == "cpu"
     fixed = 512 if small else 4096
     sizes = [64, 128, 256, 384, 512, 768, 1024] if small else \
@@ -129,7 +127,7 @@ def _require_gpu(device, what):
 
 
 def _tile_rows(M, N, K, dtype, tile, block_k, device, spec, **extra):
-    m = bench(tiled_fn(M, N, K, dtype, tile, block_k, device), device=device,
+    m = timer(tiled_fn(M, N, K, dtype, tile, block_k, device), device=device,
               label=f"triton {tile[0]}×{tile[1]} gemm {M}×{N}×{K} {dtype}")
     wq = wave_quantization(M, N, tile, spec.sms)
     return gemm_row(M, N, K, dtype, m, impl=f"triton {tile[0]}x{tile[1]}", tile_m=tile[0], tile_n=tile[1],
@@ -152,7 +150,7 @@ def gemm_tile_quantization(*, dtype="float16", tile=(256, 128), K=2048, device="
     dtype, (TM, TN), K = dtype_name("dtype", dtype), tile_pair("tile", tile), positive_int("K", K)
     device = resolve_device(device)
     _require_gpu(device, "gemm_tile_quantization")
-    spec = current_device()
+    spec = measured_on()
     M = spec.sms * TM
     Ns = list(range(TN // 2, (3 if quick else 8) * TN + 1, 16))
     ensure_fits(gemm_bytes_needed(M, max(Ns), K, dtype), device, what="gemm_tile_quantization")
@@ -178,7 +176,7 @@ def gemm_tile_sizes(*, dtype="float16", K=4096, tiles=((256, 128), (128, 256), (
     tiles = sequence_of("tiles", tiles, tile_pair)
     device = resolve_device(device)
     _require_gpu(device, "gemm_tile_sizes")
-    spec = current_device()
+    spec = measured_on()
     a, b = _near_square_factors(4 * spec.sms)
     M, N = 256 * a, 128 * b
     if quick:
@@ -204,7 +202,7 @@ def gemm_waves(*, dtype="float16", tile=(256, 128), K=4096, device="auto", quick
     dtype, (TM, TN), K = dtype_name("dtype", dtype), tile_pair("tile", tile), positive_int("K", K)
     device = resolve_device(device)
     _require_gpu(device, "gemm_waves")
-    spec = current_device()
+    spec = measured_on()
     a = max(d for d in range(1, 17) if spec.sms % d == 0)
     M = TM * a
     cols_per_wave = spec.sms / a
@@ -260,13 +258,13 @@ def gemm_small_n(*, dtype="float16", M=2560, K=2560, device="auto", quick=False,
     device = resolve_device(device)
     if device == "cpu":
         dtype = "float32"
-    spec = current_device()
+    spec = measured_on()
     Ns = [1, 2, 4, 8, 16, 32, 64, 128, 256] if quick or device == "cpu" else \
         [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256]
     ensure_fits(gemm_bytes_needed(M, max(Ns), K, dtype), device, what="gemm_small_n")
 
     def measure(N):
-        m = bench(matmul_fn(M, N, K, dtype, device), device=device, label=f"gemm {M}×{N}×{K} {dtype}")
+        m = timer(matmul_fn(M, N, K, dtype, device), device=device, label=f"gemm {M}×{N}×{K} {dtype}")
         return gemm_row(M, N, K, dtype, m, gbps=m.gbps(gemm_bytes(M, N, K, dtype)),
                         intensity=arithmetic_intensity(M, N, K, dtype), predicted_s=predicted_s(M, N, K, dtype, spec))
 
@@ -281,7 +279,7 @@ def measure_gemm(M: int, N: int, K: int, dtype: str, device: str = "auto") -> fl
     M, N, K, dtype = positive_int("M", M), positive_int("N", N), positive_int("K", K), dtype_name("dtype", dtype)
     device = resolve_device(device)
     ensure_fits(gemm_bytes_needed(M, N, K, dtype), device, what=f"a {M}×{N}×{K} {dtype} GEMM")
-    return bench(matmul_fn(M, N, K, dtype, device), device=device, label=f"gemm {M}×{N}×{K} {dtype}").median
+    return timer(matmul_fn(M, N, K, dtype, device), device=device, label=f"gemm {M}×{N}×{K} {dtype}").median
 
 
 def alignment_penalty(frame: pd.DataFrame | None) -> pd.DataFrame | None:

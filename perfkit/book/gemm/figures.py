@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from ...devices import DeviceSpec, device_spec
 from ...display import Note
 from ...gemm_model import explain_gemm, prediction_error
+from ...meta import FrameMeta
 from ...provenance import Source, caption, modelled, source_of
 from ...published_data import HOW_TO_GET
 from ...roofline import gemm_bytes
@@ -316,7 +317,7 @@ def _published_or_model(frame: pd.DataFrame | None, spec: DeviceSpec | None, wha
         say(f"{what} is not here: {HOW_TO_GET}.", title="Published data absent",
             instead="the model's prediction alone, drawn below")
         return spec or device_spec(default), False
-    return spec or device_spec((frame.attrs.get("meta") or {}).get("device") or default), True
+    return spec or device_spec(FrameMeta.of(frame).device or default), True
 
 
 def _pair(ax: Axes, x, model, rows: pd.DataFrame | None, xcol: str, ycol: str, i: int, name: str) -> None:
@@ -332,7 +333,7 @@ def _finish(fig: Figure, axes, xlabels, ylabels, title: str, frame, have: bool, 
         ax.set_xscale("log", base=2)
         ax.set(xlabel=xlabel, ylabel=ylabel, ylim=(0, None))
         ax.grid(True, which="both", alpha=0.25)
-    timing = str((frame.attrs.get("meta") or {}).get("timing") or "?").split(";")[0].split(":")[0] if have else ""
+    timing = (FrameMeta.of(frame).timing or "?").split(";")[0].split(":")[0] if have else ""
     heading(fig, title, caption({"solid": f"{source_of(frame)}, timed with {timing}" if have else None,
                                  "dashed": modelled(spec)}))
     return fig
@@ -355,9 +356,9 @@ def plot_h100_sizes(frame: pd.DataFrame | None, spec: DeviceSpec | None = None) 
     for ax, (_, swept, fixed) in zip(axes[0], _SWEEPS):
         cut = rows[np.logical_and.reduce([rows[d] == v for d, v in fixed.items()])] if have else None
         for i, dtype in enumerate(("bfloat16", "tf32")):
-            model = [explain_gemm(*(fixed.get(d, n) for d in "MNK"), dtype, spec).achieved_flops / 1e12 for n in _SIZES]
+            model = [explain_gemm(*(fixed.get(d, n) for d in "MNK"), dtype, spec).achieved_flop_s / 1e12 for n in _SIZES]
             _pair(ax, _SIZES, model, cut[cut["dtype"] == dtype] if have else None, swept, "tflops", i, dtype)
-            ax.axhline(spec.peak_flops(dtype) / 1e12, color=f"C{i}", lw=0.6, ls=":")
+            ax.axhline(spec.peak_flop_s(dtype) / 1e12, color=f"C{i}", lw=0.6, ls=":")
     axes[0, 0].legend(fontsize=7)
     return _finish(fig, axes[0], [f"{x}; dotted: datasheet peak" for x, _, _ in _SWEEPS], ["TFLOP/s", ""],
                    f"GEMM throughput against size on an {spec.name}", frame, have, spec)
@@ -370,7 +371,7 @@ def plot_h100_batched(frame: pd.DataFrame | None, spec: DeviceSpec | None = None
     spec, have = _published_or_model(frame, spec, "OpenXLA's H100 GEMM table", "H100-SXM")
     fig, axes = new_figure(1, 1, height=3.8)
     for i, b in enumerate((1, 2, 4)):
-        model = [explain_gemm(n, n, n, dtype, spec, batch=b).achieved_flops / 1e12 for n in _SIZES]
+        model = [explain_gemm(n, n, n, dtype, spec, batch=b).achieved_flop_s / 1e12 for n in _SIZES]
         m = frame[(frame["b"] == b) & (frame["dtype"] == dtype)] if have else None
         _pair(axes[0, 0], _SIZES, model, m, "M", "tflops", i, f"b = {b}")
     axes[0, 0].legend(fontsize=7, ncol=2)
@@ -391,7 +392,7 @@ def plot_fp8_published(frame: pd.DataFrame | None, spec: DeviceSpec | None = Non
         _pair(axes[0, 0], Ms, [2e-12 * M * N * K / s for M, s in zip(Ms, t)], m, "M", "tflops", i, "")
         _pair(axes[0, 1], Ms, [gemm_bytes(M, N, K, "float8") / s / 1e12 for M, s in zip(Ms, t)], m, "M", "tbps", i, "")
         axes[0, 0].plot([], [], "-", color=f"C{i}", label=f"N = {N}, K = {K}")
-    for ax, ceiling in zip(axes[0], (spec.peak_flops("float8"), spec.mem_bandwidth)):
+    for ax, ceiling in zip(axes[0], (spec.peak_flop_s("float8"), spec.mem_bandwidth)):
         ax.axhline(ceiling / 1e12, color="gray", ls=":", lw=0.8)
     fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside lower center", ncol=3, fontsize=7)
     return _finish(fig, axes[0], ["M (dashed: model)"] * 2, ["TFLOP/s", "TB/s (A, B read once, C written)"],

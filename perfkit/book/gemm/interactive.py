@@ -15,7 +15,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..._validate import positive_int, tile_pair
-from ...devices import DeviceSpec, current_device, device_spec
+from ...calibration import calibrated
+from ...devices import DeviceSpec, current_device, device_spec, resolve_spec
+from ...meta import FrameMeta
 from ...dtypes import canonical_dtype
 from ...gemm_model import explain_gemm, predict_gemm_time
 from ...provenance import Source, caption, missing, modelled, source_of
@@ -44,10 +46,7 @@ def default_rows(sms: int, tile_m: int = 256) -> int:
 
 
 def _spec(spec: DeviceSpec | str) -> DeviceSpec:
-    if isinstance(spec, str):
-        spec = device_spec(spec)
-    if not isinstance(spec, DeviceSpec):
-        raise TypeError(f"spec must be a DeviceSpec or a GPU name such as 'H100-SXM', got {spec!r}")
+    spec = resolve_spec(spec, none_ok=False)
     if spec.kind != "gpu" or not spec.sms:
         raise ValueError(f"spec must be a GPU with a known SM count, got {spec.label} ({spec.kind})")
     return spec
@@ -64,17 +63,17 @@ def _measured(frame: pd.DataFrame | None, spec: DeviceSpec | str | None
     lacking = [c for c in ("M", "N", "K", "dtype", "time_s", "impl", "tile_m", "tile_n") if c not in frame]
     if lacking:
         raise ValueError(f"frame lacks the column(s) {lacking}; pass a gemm_waves frame (live or recorded)")
-    meta = frame.attrs.get("meta") or {}
-    if meta.get("device_kind") == "cpu":
-        raise ValueError(f"frame was measured on a CPU ({meta.get('device_name')}); pass a GPU frame or None")
-    named = meta.get("device_name") or meta.get("device")
+    meta = FrameMeta.of(frame)
+    if meta.device_kind == "cpu":
+        raise ValueError(f"frame was measured on a CPU ({meta.device_name}); pass a GPU frame or None")
+    named = meta.device_name or meta.device
     if spec is None:
-        if meta.get("live"):
+        if meta.live:
             return frame, _spec(current_device()), None  # measured here, now: this GPU, known or not
         if not named:
             raise LookupError("frame's metadata names no device; pass spec= (e.g. 'H100-SXM')")
-        try:
-            return frame, _spec(named), None
+        try:  # the recorded GPU with the ceilings recorded beside it
+            return frame, calibrated(_spec(named)), None
         except LookupError:  # a recording from a GPU outside perfkit's table: no model to draw it against
             return None, _spec(REFERENCE), missing(f"measured on {named}, a GPU perfkit has no spec of, so its "
                                                    "points are not drawn")

@@ -32,7 +32,8 @@ import pandas as pd
 
 from ..._validate import frame_or_none, one_of, positive_int
 from ...ceilings import Ceilings, default_ceilings
-from ...devices import DeviceSpec, device_spec
+from ...devices import DeviceSpec, resolve_spec
+from ...meta import FrameMeta
 from ...gemm_model import GemmModel, explain_gemm, prediction_error
 from ...published_data.xla import XLA_DTYPES, xla_rows  # noqa: F401  (the chapter reads gp.xla_rows)
 from ...validation import fit_half, half_labels, with_predictions
@@ -101,8 +102,8 @@ def model_sweep(spec: DeviceSpec, sweep: str = "mn", *, dtypes: Sequence[str] = 
         K = _FIXED if sweep == "mn" else size
         p = explain_gemm(M, N, K, dtype, spec, batch=batch)
         rows.append({"dtype": p.dtype, "b": batch, "M": M, "N": N, "K": K, "size": size, "sweep": sweep,
-                     "time_s": float("nan"), "predicted_s": p.predicted_s, "tflops": p.achieved_flops / 1e12,
-                     "predicted_tflops": p.achieved_flops / 1e12, "bound": p.bound})
+                     "time_s": float("nan"), "predicted_s": p.predicted_s, "tflops": p.achieved_flop_s / 1e12,
+                     "predicted_tflops": p.achieved_flop_s / 1e12, "bound": p.bound})
     out = pd.DataFrame(rows)
     out.attrs["model_of"] = spec.label
     return out
@@ -171,8 +172,8 @@ def fp8_regimes(frame: pd.DataFrame | None, spec: DeviceSpec | None = None) -> p
     shapes, measured TB/s and TFLOP/s ranges, best fraction of the fp8 peak, model's error."""
     if _frame(frame) is None:
         return None
-    spec = spec or device_spec((frame.attrs.get("meta") or {}).get("device") or "H800")
-    peak = spec.peak_flops("float8") / 1e12
+    spec = resolve_spec(spec, default=FrameMeta.of(frame).device or "H800")
+    peak = spec.peak_flop_s("float8") / 1e12
     rows = []
     for regime, g in (("M ≤ 128 (memory-bound)", frame[frame["M"] <= 128]),
                       ("M ≥ 1024", frame[frame["M"] >= 1024])):
@@ -199,8 +200,8 @@ def fp8_large_m_fraction(frame: pd.DataFrame | None, spec: DeviceSpec | None = N
     """The best dense large-M (≥ 1024) TFLOP/s as a fraction of the datasheet fp8 peak, or None."""
     if _frame(frame) is None or not (frame["M"] >= 1024).any():
         return None
-    spec = spec or device_spec((frame.attrs.get("meta") or {}).get("device") or "H800")
-    return float(frame.loc[frame["M"] >= 1024, "tflops"].max() * 1e12 / spec.peak_flops("float8"))
+    spec = resolve_spec(spec, default=FrameMeta.of(frame).device or "H800")
+    return float(frame.loc[frame["M"] >= 1024, "tflops"].max() * 1e12 / spec.peak_flop_s("float8"))
 
 
 def size_effect(frame: pd.DataFrame | None, dtype: str = "bfloat16", *, low_flop: float = 1e9,
@@ -241,11 +242,11 @@ def fit_tf32(frame: pd.DataFrame, spec: DeviceSpec | None = None, *,
     rows = xla_rows(frame, dtype="tf32")
     if rows is None or not len(rows):
         raise ValueError("fit_tf32 needs XLA's TF32 rows (pk.published('xla_h100_gemm'))")
-    spec = spec or device_spec(rows.attrs["meta"]["device"])
+    spec = resolve_spec(spec, default=FrameMeta.of(rows).device or "H100-SXM")  # XLA measured an H100
     base, fit = default_ceilings(spec), fit_half(rows)
     grid = []
     for fraction, extra in itertools.product(fractions, extra_latencies_s):
-        c = Ceilings({**base.flops, "tf32": fraction * spec.peak_flops("tf32")}, base.bandwidth, base.source,
+        c = Ceilings({**base.flop_s, "tf32": fraction * spec.peak_flop_s("tf32")}, base.bandwidth, base.source,
                      base.unaligned_slowdown, {**base.extra_latency_s, "tf32": extra})
         p = with_predictions(rows, spec, model=model, ceilings=c)
         e = (p["predicted_s"] / p["time_s"] - 1).abs()

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ...devices import DeviceSpec
+from ...meta import FrameMeta
 from ...published_data import published
 from ...quantization import alignment, wave_quantization
 from ...then_now import counterpart, layout_spread
@@ -68,12 +69,12 @@ def _gpu_frame(frames: Mapping[str, pd.DataFrame | None], key: str) -> pd.DataFr
     """
     frame = gpu_rows(frames.get(key), f"frames[{key!r}]")
     if frame is None and frames.get(key) is not None and is_cpu(frames[key]):
-        name = frames[key].attrs["meta"].get("device_name")
+        name = FrameMeta.of(frames[key]).device_name
         raise ValueError(f"frames[{key!r}] was measured on a CPU ({name}); a verdict "
                          "needs a GPU frame, live or recorded (pass None instead)")
-    meta = {} if frame is None else frame.attrs.get("meta") or {}
-    if meta.get("published_by"):
-        raise ValueError(f"frames[{key!r}] comes from {meta['published_by']}: published data is 'then' and "
+    meta = FrameMeta.of(frame)
+    if meta.published_by:
+        raise ValueError(f"frames[{key!r}] comes from {meta.published_by}: published data is 'then' and "
                          f"goes under frames[{PUBLISHED!r}]")
     return frame
 

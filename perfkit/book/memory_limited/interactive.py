@@ -21,6 +21,7 @@ from ..._validate import positive_int
 from ...devices import DeviceSpec, device_spec
 from ...dtypes import canonical_dtype
 from ...memory_model import chain_bytes, layer_bytes, memory_time
+from ...meta import FrameMeta
 from ...provenance import caption, modelled, source_of
 from ...units import format_time
 from ..interactive import InteractiveFigure, State, heading, rounded, with_slider
@@ -83,7 +84,7 @@ def _checked_frames(frames: Mapping[str, pd.DataFrame | None] | None) -> dict[st
         missing = [c for c in (MEASURED[name], "time_s") if c not in frame.columns]
         if missing:
             raise ValueError(f"frames[{name!r}] lacks the columns {missing}: pass the {name} experiment's frame")
-        if (frame.attrs.get("meta") or {}).get("device_kind") == "cpu":
+        if FrameMeta.of(frame).device_kind == "cpu":
             raise ValueError(f"frames[{name!r}] was measured on a CPU; this figure sets GPU measurements beside "
                              "a GPU's model (pass None on a CPU)")
         if len(frame):

@@ -20,14 +20,12 @@ from typing import Any, Callable
 import pandas as pd
 
 from ..._validate import dtype_name, one_of, positive_int, sequence_of
-from ...devices import current_device
 from ...dtypes import itemsize, torch_dtype
 from ...kernels import cupy_rnn
 from ...kernels.cupy_rnn import rnn_reference
-from ...placement import ensure_fits, resolve_device
+from ...placement import ensure_fits, measured_on, resolve_device, timer
 from ...roofline import gemm_bytes
 from ...shapes import RNN_GATES, rnn_gemms
-from ...timing import bench
 from ...units import format_time
 from ..measure import gemm_row, matmul_fn, matmul_operands, predicted_s, require_gpu, sweep, timing_row
 from ..registry import register
@@ -73,7 +71,7 @@ def _sizes(name: str, value: Any, small: bool, tiny: tuple, full: tuple) -> list
 
 def _bench(fn: Callable[[], Any], device: str, **kw: Any):
     """:func:`perfkit.timing.bench` on ``device``, sampling at most 0.5 s on a CPU (whose runs show a mechanism)."""
-    return bench(fn, device=device, max_time_s=0.5 if device == "cpu" else 10.0, **kw)
+    return timer(fn, device=device, max_time_s=0.5 if device == "cpu" else 10.0, **kw)
 
 
 @register("rnn_combine_time", "Input GEMMs of T time steps: one GEMM of N = batch·T against T GEMMs of N = "
@@ -93,7 +91,7 @@ def rnn_combine_time(*, cell=CELLS, hidden=None, batch=None, timesteps=None, dty
     cells, hs = _cells(cell), _sizes("hidden", hidden, small, (64,), (1024, 2560))
     bs = _sizes("batch", batch, small, (1, 4), (1, 4, 16, 64))
     ts = _sizes("timesteps", timesteps, small, (4, 16), (8, 32, 128, 512))
-    dtype, spec = "float32" if device == "cpu" else dtype, current_device()  # CPUs: no fast fp16
+    dtype, spec = "float32" if device == "cpu" else dtype, measured_on()  # CPUs: no fast fp16
     shapes = [(c, h, b, t) for c in cells for h in hs for b in bs for t in ts]
     ensure_fits(max(gemm_bytes(*rnn_gemms(c, h, h, b, t)["input"], dtype) for c, h, b, t in shapes), device,
                 what="rnn_combine_time")
@@ -152,7 +150,7 @@ def rnn_batch(*, cell=("rnn", "lstm"), hidden=None, batch=None, dtype="float16",
 
 def _recurrent_sweep(points: list, dtype: Any, device: str, name: str, on_row, progress: bool) -> pd.DataFrame:
     """Time the recurrent GEMM of each (cell, H, layout, batch): the rows of rnn_hidden and rnn_batch."""
-    dtype, spec = "float32" if device == "cpu" else dtype, current_device()  # CPUs: no fast fp16
+    dtype, spec = "float32" if device == "cpu" else dtype, measured_on()  # CPUs: no fast fp16
     ensure_fits(max(gemm_bytes(*rnn_gemms(c, h, h, b, 1)["recurrent"], dtype) for c, h, _, b in points), device,
                 what=name)
 
@@ -250,7 +248,7 @@ def rnn_cudnn(*, layers=None, dtype="float16", device="auto", quick=False, progr
     layers = sequence_of("layers", layers, _layer_spec) if layers is not None else None
     device = resolve_device(device)
     layers = layers if layers is not None else _CPU_LAYERS if quick or device == "cpu" else DEEPBENCH_LAYERS
-    dtype, spec = "float32" if device == "cpu" else dtype, current_device()  # CPUs: no fast fp16
+    dtype, spec = "float32" if device == "cpu" else dtype, measured_on()  # CPUs: no fast fp16
     ensure_fits(max(_layer_bytes(*lay, dtype) for lay in layers), device, what="rnn_cudnn")
     impls = ("cudnn", "gemm loop", "gemm loop (CUDA graph)") if device == "cuda" else ("torch cpu", "gemm loop")
     kept: dict[tuple, tuple] = {}  # the module, input, input-GEMM time and prediction of the current layer
@@ -270,7 +268,7 @@ def rnn_cudnn(*, layers=None, dtype="float16", device="auto", quick=False, progr
                   label=f"{c} {h}×{b}×{t} {impl}")
         flops = 2 * RNN_GATES[c] * h * 2 * h * b * t
         return dict(cell=c, hidden=h, batch=b, timesteps=t, dtype=dtype, impl=impl, **timing_row(m),
-                    step_s=m.median / t, input_gemm_s=ig, tflops=m.tflops(flops), predicted_s=pred)
+                    step_s=m.median / t, input_gemm_s=ig, tflops=m.tflop_s(flops), predicted_s=pred)
 
     return sweep([(lay, i) for lay in layers for i in impls], measure, on_row=on_row, progress=progress,
                  desc="RNN layers")
@@ -308,7 +306,7 @@ def rnn_persistent(*, hidden=None, batch=None, timesteps=None, device="auto", qu
     device = resolve_device(device)
     require_gpu(device, "rnn_persistent", runs="times a CUDA kernel", instead="show the recorded data "
                 "(perfkit.run_or_load) and run perfkit.rnn_reference for the math")
-    dtype, spec = "float16", current_device()
+    dtype, spec = "float16", measured_on()
     ensure_fits(max(_layer_bytes("rnn", h, b, T, dtype) for h in hs for b in bs), device, what="rnn_persistent")
 
     def measure(p):

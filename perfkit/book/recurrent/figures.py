@@ -200,7 +200,7 @@ def plot_rnn_layers(frame: pd.DataFrame | None, source: Source | str | None = No
     return fig
 
 
-def _recurrent_tflops(f: pd.DataFrame) -> pd.Series:
+def _recurrent_tflop_s(f: pd.DataFrame) -> pd.Series:
     """TFLOP/s of a layer's recurrent GEMMs alone: 2·gates·H²·batch·T / time_s."""
     gates = f["cell"].map(RNN_GATES)
     return 2.0 * gates * f["hidden"] ** 2 * f["batch"] * f["timesteps"] / f["time_s"] / 1e12
@@ -283,7 +283,7 @@ def plot_layer_minibatch(frames: Mapping[str, pd.DataFrame | None], *,
         return no_data(None, "no frame measures a layer at more than one minibatch")
     fig, axes = new_figure(1, len(parts), height=4)
     for ax, (name, f) in zip(axes[0], parts.items()):
-        f = f.assign(tflops=_recurrent_tflops(f))
+        f = f.assign(tflops=_recurrent_tflop_s(f))
         for i, ((cell, h, t), g) in enumerate(f.groupby(["cell", "hidden", "timesteps"], sort=False)):
             g = g.groupby("batch")["tflops"].max()
             ax.plot(g.index, g.to_numpy(), "o-", ms=3, color=f"C{i % 10}", label=f"{cell} {h}, T={t}")

@@ -19,7 +19,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..._validate import one_of, positive_int
-from ...devices import DeviceSpec, device_spec
+from ...devices import DeviceSpec, resolve_spec
 from ...dtypes import canonical_dtype, itemsize
 from ...gemm_model import GemmPrediction, explain_gemm
 from ...kernels.cupy_rnn import max_persistent_hidden, persistent_rnn_plan
@@ -51,7 +51,7 @@ _COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#
 def step_prediction(cell: str, hidden: int, batch: int, spec: DeviceSpec | str,
                     dtype: Any = "float16") -> GemmPrediction:
     """:func:`explain_gemm` of one step's recurrent GEMM ``rnn_gemms(cell, hidden, hidden, batch, 1)``."""
-    spec = device_spec(spec) if isinstance(spec, str) else spec
+    spec = resolve_spec(spec, none_ok=False)
     M, N, K = rnn_gemms(cell, hidden, hidden, batch, 1)["recurrent"]
     return explain_gemm(M, N, K, dtype, spec)
 
@@ -62,14 +62,7 @@ def _specs(specs: Any) -> list[DeviceSpec]:
     if not isinstance(specs, Sequence) or not 1 <= len(specs) <= 3:
         raise TypeError(f"specs must be one to three device names or DeviceSpecs such as {list(MODEL_SPECS)}, "
                         f"got {specs!r}")
-    out = []
-    for s in specs:
-        if isinstance(s, str):
-            s = device_spec(s)
-        if not isinstance(s, DeviceSpec):
-            raise TypeError(f"each of specs must be a device name or a DeviceSpec, got {type(s).__name__}")
-        out.append(s)
-    return out
+    return [resolve_spec(s, param="each of specs", none_ok=False) for s in specs]
 
 
 def _frames(name: str, frames: Any, needed: tuple[str, ...]) -> dict[str, pd.DataFrame]:
@@ -101,9 +94,9 @@ def _gemm_points(f: pd.DataFrame, cell: str, h: int, dtype: str) -> pd.DataFrame
     rows = f[(f["M"] == M) & (f["K"] == h) & (f["dtype"] == dtype) & (f["layout"] == _NN) & (f["N"] <= 256)]
     rows = rows.sort_values("N")
     flops = [gemm_flops(M, n, h) for n in rows["N"]]
-    tflops = rows["tflops"] if "tflops" in rows else pd.Series(flops, index=rows.index) / rows["time_s"] / 1e12
+    tflop_s = rows["tflops"] if "tflops" in rows else pd.Series(flops, index=rows.index) / rows["time_s"] / 1e12
     text = [f"{M}×{n}×{h}: {format_time(t)}" for n, t in zip(rows["N"], rows["time_s"])]
-    return pd.DataFrame({"x": rows["N"].to_numpy(), "y": tflops.to_numpy(), "text": text})
+    return pd.DataFrame({"x": rows["N"].to_numpy(), "y": tflop_s.to_numpy(), "text": text})
 
 
 def _layer_points(f: pd.DataFrame, cell: str, h: int, dtype: str) -> pd.DataFrame:
@@ -171,7 +164,7 @@ def _state(cell: str, h: int, dtype: str, specs: list[DeviceSpec], gemms: dict, 
         text = [f"{p.M}×{p.N}×{p.K}: tile {p.tile[0]}×{p.tile[1]}, {p.tiles} tiles, {p.waves} "
                 f"wave{'s' if p.waves > 1 else ''} on {s.sms} SMs, {p.bound}-bound, {format_time(p.predicted_s)}"
                 for p in preds]
-        traces.append({"y": rounded(p.achieved_flops / 1e12 for p in preds), "text": text})
+        traces.append({"y": rounded(p.achieved_flop_s / 1e12 for p in preds), "text": text})
         util.append({"y": rounded((100 * p.utilization for p in preds), 3)})
     traces += util
     points = [_gemm_points(f, cell, h, dtype) for f in gemms.values()]

@@ -46,7 +46,7 @@ def _gru_time_s() -> float:
     return float(row["time_s"])
 
 
-def _gru_tflops(gates: int = 3, flops_per_fma: int = 2, input_gemm: bool = False) -> float:
+def _gru_tflop_s(gates: int = 3, flops_per_fma: int = 2, input_gemm: bool = False) -> float:
     """Recurrent TFLOP/s of DeepBench's V100 GRU (H = 2816, batch 32, T = 1500, float16)."""
     flops = gemm_flops(gates * 2816, 32, 2816) * 1500 * flops_per_fma / 2
     return flops * (2 if input_gemm else 1) / _gru_time_s() / 1e12
@@ -100,11 +100,11 @@ EXERCISES: list[Exercise] = [
         f"DeepBench's GRU with H = 2816, batch 32 and T = 1500 took about {GRU_STATED_S} s forward on a V100 "
         "(input GEMM skipped). What TFLOP/s did its recurrent GEMMs reach? Use pk.rnn_gemms and "
         "pk.gemm_flops (the row is in pk.published('deepbench_rnn', 'V100-SXM2')).",
-        _gru_tflops, unit="TFLOP/s", rel_tol=0.02, close_tol=0.10, fmt="{:.3g}",
+        _gru_tflop_s, unit="TFLOP/s", rel_tol=0.02, close_tol=0.10, fmt="{:.3g}",
         hint="the recurrent GEMM is (3·H, batch, H), done T times; 2·M·N·K FLOPs each.",
-        mistakes=((lambda: _gru_tflops(gates=1), "a GRU's U stacks three gates: M = 3·H."),
-                  (lambda: _gru_tflops(flops_per_fma=1), "a multiply-add counts as two FLOPs."),
-                  (lambda: _gru_tflops(input_gemm=True), "DeepBench skipped the input GEMM "
+        mistakes=((lambda: _gru_tflop_s(gates=1), "a GRU's U stacks three gates: M = 3·H."),
+                  (lambda: _gru_tflop_s(flops_per_fma=1), "a multiply-add counts as two FLOPs."),
+                  (lambda: _gru_tflop_s(input_gemm=True), "DeepBench skipped the input GEMM "
                    "(CUDNN_SKIP_INPUT): count only the recurrent math."))),
     Exercise(
         "rnn-4", CHAPTER,

@@ -172,7 +172,7 @@ def model_effects(spec: DeviceSpec) -> dict[str, float | None]:
                        + t * predicted_s(*g["recurrent"], "float16", spec)})
     e["now_batch"] = throughput_ratio(deepbench_comparable(pd.DataFrame(layers)), "batch", 128, 16)
     step = explain_gemm(2048, 4, 2048, "float16", spec)  # §7: one loop step at minibatch 4, U reloaded
-    on_chip = 2.0 * 2048 * 4 * 2048 / step.flops_ceiling  # its FLOPs at the achievable rate, U on chip
+    on_chip = 2.0 * 2048 * 4 * 2048 / step.flop_s_ceiling  # its FLOPs at the achievable rate, U on chip
     e["vs_loop"] = e["vs_cudnn"] = step.predicted_s / on_chip
     return e
 

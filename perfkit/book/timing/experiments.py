@@ -6,8 +6,7 @@ import time
 
 import pandas as pd
 
-from ...placement import ensure_fits, resolve_device
-from ...timing import bench
+from ...placement import ensure_fits, resolve_device, timer
 from ...units import MiB, format_time
 from ..measure import matmul_fn, sweep
 from ..registry import register
@@ -73,13 +72,13 @@ def timer_validation(*, device="auto", quick=False, progress=True, on_row=None) 
 
     def measure(name):
         fn = cases[name]
-        pk, pk_wall = _timed(lambda: bench(fn, device=device, label=name))
+        pk, pk_wall = _timed(lambda: timer(fn, device=device, label=name))
         pg, pg_wall, tr, tr_wall = None, nan, nan, nan
         if on_gpu:
-            pg, pg_wall = _timed(lambda: bench(fn, device=device, cuda_graph=True, flush_l2=False, label=name))
+            pg, pg_wall = _timed(lambda: timer(fn, device=device, cuda_graph=True, flush_l2=False, label=name))
             tr, tr_wall = _timed(lambda: triton.testing.do_bench(fn, return_mode="median") / 1e3)
-        timer = tb.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
-        tt, tt_wall = _timed(lambda: timer.blocked_autorange(min_run_time=0.2).median)
+        torch_timer = tb.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+        tt, tt_wall = _timed(lambda: torch_timer.blocked_autorange(min_run_time=0.2).median)
         return {"case": name, "time_s": pk.median, "perfkit_time_s": pk.median,
                 "perfkit_graph_time_s": pg.median if pg else nan, "triton_do_bench_s": tr, "torch_timer_s": tt,
                 "perfkit_wall_s": pk_wall, "perfkit_graph_wall_s": pg_wall, "triton_wall_s": tr_wall,

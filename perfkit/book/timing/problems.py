@@ -6,7 +6,7 @@ import inspect
 
 import numpy as np
 
-from ...measurement import GROSS_NOISE_THRESHOLD, NOISE_THRESHOLD, Measurement, to_tflops
+from ...measurement import GROSS_NOISE_THRESHOLD, NOISE_THRESHOLD, Measurement, to_tflop_s
 from ...roofline import gemm_flops
 from ...timing import _sample_count, bench
 from ...units import format_time
@@ -76,15 +76,15 @@ EXERCISES: list[Exercise] = [
     Exercise(
         id="timing-3", chapter=CHAPTER,
         question=(f"pk.bench reports a median of {format_time(GEMM_MEDIAN_S)} for a {GEMM_SIZE}³ bfloat16 GEMM. "
-                  "What throughput is that, in TFLOP/s (pk.timing.to_tflops and pk.gemm_flops)?"),
-        solve=lambda: to_tflops(GEMM_MEDIAN_S, gemm_flops(GEMM_SIZE, GEMM_SIZE, GEMM_SIZE)),
+                  "What throughput is that, in TFLOP/s (pk.timing.to_tflop_s and pk.gemm_flops)?"),
+        solve=lambda: to_tflop_s(GEMM_MEDIAN_S, gemm_flops(GEMM_SIZE, GEMM_SIZE, GEMM_SIZE)),
         unit="TFLOP/s", fmt="{:,.4g}",
         hint=f"perfkit takes seconds: {format_time(GEMM_MEDIAN_S)} is {GEMM_MEDIAN_S:g} s, and a GEMM does "
              "2·M·N·K FLOPs.",
         mistakes=(
-            (lambda: to_tflops(GEMM_MEDIAN_S, gemm_flops(GEMM_SIZE, GEMM_SIZE, GEMM_SIZE)) / 2,
+            (lambda: to_tflop_s(GEMM_MEDIAN_S, gemm_flops(GEMM_SIZE, GEMM_SIZE, GEMM_SIZE)) / 2,
              "half of it: a multiply-add is two FLOPs, so an M×N×K GEMM does 2·M·N·K."),
-            (lambda: to_tflops(GEMM_MEDIAN_S * 1e3, gemm_flops(GEMM_SIZE, GEMM_SIZE, GEMM_SIZE)),
+            (lambda: to_tflop_s(GEMM_MEDIAN_S * 1e3, gemm_flops(GEMM_SIZE, GEMM_SIZE, GEMM_SIZE)),
              "a thousand times too small: the median was passed in milliseconds; perfkit takes seconds."),
         ),
     ),

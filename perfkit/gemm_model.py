@@ -52,6 +52,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+import numpy as np
+
 from ._validate import non_negative_number, positive_int, positive_number, tile_pair
 from .ceilings import KERNEL_LATENCY_S, Ceilings, resolve_ceilings
 from .devices import DeviceSpec, resolve_spec
@@ -299,8 +301,6 @@ def prediction_error(measured_s, predicted_s) -> dict:
     ``predicted/measured − 1`` (negative: the model is optimistic; ``optimistic`` is the share of
     such pairs). Pairs with a missing prediction are ignored.
     """
-    import numpy as np
-
     m = np.asarray(measured_s, dtype=float)
     p = np.asarray(predicted_s, dtype=float)
     keep = np.isfinite(m) & np.isfinite(p) & (m > 0)

@@ -21,6 +21,7 @@ repository root::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import inspect
 import subprocess
 import sys
@@ -32,6 +33,7 @@ import pandas as pd
 
 import perfkit as pk
 from perfkit import validation
+from perfkit.devices import DeviceSpec
 from perfkit.book.gemm import published as gp
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,9 +70,19 @@ def baseline_explain(rev: str):
     explain = model.explain_gemm
     has_batch = "batch" in inspect.signature(explain).parameters
 
+    class OldSpec(DeviceSpec):  # revisions before the FLOP/s names asked a spec for peak_flops
+        def peak_flops(self, dtype) -> float:
+            return self.peak_flop_s(dtype)
+
     def baseline(*args, batch: int = 1, **kwargs):  # a model without ``batch`` priced one GEMM
+        args = list(args)
+        spec = args[4] if len(args) > 4 else kwargs["spec"]
+        spec = OldSpec(**{f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)})
+        if len(args) > 4:
+            args[4] = spec
+        else:
+            kwargs["spec"] = spec
         if kwargs.get("ceilings") is None:
-            spec = args[4] if len(args) > 4 else kwargs["spec"]
             kwargs["ceilings"] = ceilings.default_ceilings(spec)
         return explain(*args, batch=batch, **kwargs) if has_batch else explain(*args, **kwargs)
 

@@ -33,6 +33,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from .._validate import int_in_range, one_of, positive_int
 from .cupy_spin import _cupy as _spin_cupy
 
@@ -374,7 +376,6 @@ def persistent_rnn(x_proj, weight, h0=None, *, activation: str = "tanh"):
     T, B, H = _check_tensors(x_proj, weight, h0, fp16=True)
     relu = one_of("activation", activation, ACTIVATIONS) == "relu"
     cupy = _cupy()
-    import numpy as np
     import torch
 
     if x_proj.device.type != "cuda":  # all tensors share x_proj's device (checked above)

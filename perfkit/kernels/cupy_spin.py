@@ -19,6 +19,8 @@ from __future__ import annotations
 import functools
 from typing import Callable
 
+import numpy as np
+
 from .._validate import int_in_range, positive_int
 from ..devices import cuda_available
 
@@ -138,8 +140,6 @@ def spin_launcher(blocks: int, *, threads: int = 128, spin_cycles: int = 20_000,
     threads = int_in_range("threads", threads, 1, 1024)
     spin_cycles = positive_int("spin_cycles", spin_cycles)
     cupy = _cupy()
-    import numpy as np
-
     device_id = cupy.cuda.runtime.getDevice()
     kernel = _spin_kernel(device_id)
     smem, _ = _spin_config(device_id, threads, bool(one_block_per_sm))

@@ -13,8 +13,11 @@ block, for another timer (``use(timer=functools.partial(pk.bench, cuda_graph=Tru
 tests, a pretend GPU that allocates nothing::
 
     with placement.use(timer=lambda fn, **kw: Measurement([1e-3]), device="cuda",
-                       spec=pk.device_spec("H100-SXM")):
+                       spec=pk.device_spec("H100-SXM"), tensor_device="meta"):
         frame = gemm.gemm_sizes(quick=True)   # the GPU code path; nothing runs on a GPU
+
+Kernel builders allocate on :func:`tensor_device`: with ``tensor_device="meta"`` a pretend GPU's
+tensors live on torch's meta device (shapes and dtypes, no storage), so building them costs nothing.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from .timing import Measurement
 from .units import GiB
 
 __all__ = ["Runtime", "ensure_fits", "free_memory", "lean_bench", "measured_on", "one_cpu_thread",
-           "resolve_device", "runtime", "timer", "use"]
+           "resolve_device", "runtime", "tensor_device", "timer", "use"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,12 +50,15 @@ class Runtime:
       :func:`perfkit.devices.current_device`.
     - ``free_bytes``: the bytes free on the GPU; default: ask the driver (a pretend GPU: its
       ``spec.memory_bytes``).
+    - ``tensor_device``: the torch device tensors are allocated on instead of the device measured
+      on; ``"meta"`` for a pretend GPU (no storage, ops compute nothing); default: the device itself.
     """
 
     timer: Callable[..., Measurement] | None = None
     device: str | None = None
     spec: DeviceSpec | None = None
     free_bytes: int | None = None
+    tensor_device: str | None = None
 
 
 _RUNTIME = Runtime()
@@ -65,10 +71,12 @@ def runtime() -> Runtime:
 
 @contextlib.contextmanager
 def use(*, timer: Callable[..., Measurement] | None = None, device: str | None = None,
-        spec: DeviceSpec | None = None, free_bytes: int | None = None) -> Iterator[Runtime]:
+        spec: DeviceSpec | None = None, free_bytes: int | None = None,
+        tensor_device: str | None = None) -> Iterator[Runtime]:
     """Measure with another timer, device or spec inside the ``with`` block (nested blocks keep
     what they do not set). ``device="cuda"`` with a ``spec`` is a pretend GPU: nothing asks the
-    driver, and its free memory is ``spec.memory_bytes`` unless ``free_bytes`` says otherwise."""
+    driver, and its free memory is ``spec.memory_bytes`` unless ``free_bytes`` says otherwise;
+    ``tensor_device="meta"`` makes its kernel builders allocate on torch's meta device."""
     global _RUNTIME
     if timer is not None and not callable(timer):
         raise TypeError(f"timer must be callable like perfkit.timing.bench, not {timer!r}")
@@ -76,10 +84,13 @@ def use(*, timer: Callable[..., Measurement] | None = None, device: str | None =
         one_of("device", device, ("cuda", "cpu"))
     if spec is not None and not isinstance(spec, DeviceSpec):
         raise TypeError(f"spec must be a DeviceSpec (perfkit.device_spec(name)), not {spec!r}")
+    if tensor_device is not None:
+        one_of("tensor_device", tensor_device, ("meta", "cuda", "cpu"))
     if free_bytes is None and device == "cuda" and spec is not None:
         free_bytes = spec.memory_bytes
     before = _RUNTIME
-    changes = {"timer": timer, "device": device, "spec": spec, "free_bytes": free_bytes}
+    changes = {"timer": timer, "device": device, "spec": spec, "free_bytes": free_bytes,
+               "tensor_device": tensor_device}
     _RUNTIME = dataclasses.replace(before, **{k: v for k, v in changes.items() if v is not None})
     try:
         yield _RUNTIME
@@ -97,6 +108,12 @@ def measured_on() -> DeviceSpec:
     """The spec of the device experiments measure on: the runtime's, else
     :func:`perfkit.devices.current_device` (looked up now)."""
     return _RUNTIME.spec if _RUNTIME.spec is not None else devices.current_device()
+
+
+def tensor_device(device: str) -> str:
+    """The torch device to allocate ``device``'s tensors on: the runtime's ``tensor_device``
+    (``"meta"`` for a pretend GPU), else ``device`` itself."""
+    return _RUNTIME.tensor_device or device
 
 
 def _gpu_visible() -> bool:

@@ -115,8 +115,9 @@ class FakeGPU:
     """A pretend H100-SXM, set through the seam (``perfkit.placement.use``): ``"auto"`` resolves to
     ``"cuda"``, the spec measured on is ``spec``, its memory is free, and every timing is ``timing``
     (fixed samples; the timed function never runs). ``calls`` holds each timing's options
-    (``device``, ``label``, ``cuda_graph``, ...). The seam allocates nothing, but an experiment's
-    kernel builders would allocate on ``"cuda"``: :meth:`stub` replaces the ones a test reaches."""
+    (``device``, ``label``, ``cuda_graph``, ...). Kernel builders allocate on torch's ``"meta"``
+    device (``placement.tensor_device``): shapes only, nothing computed; :meth:`stub` replaces the
+    few builders that cannot work on meta (torch.compile, CuPy, cuDNN's autograd node names)."""
 
     def __init__(self, monkeypatch):
         import perfkit as pk
@@ -132,7 +133,7 @@ class FakeGPU:
         return self.timing
 
     def stub(self, module, **fakes) -> None:
-        """Replace ``module``'s kernel builders (they make CUDA tensors) by ``fakes``, for this test."""
+        """Replace ``module``'s functions by ``fakes``, for this test (builders that cannot run on meta)."""
         for name, fake in fakes.items():
             self._monkeypatch.setattr(module, name, fake)
 
@@ -144,5 +145,5 @@ def fake_gpu(monkeypatch):
     from perfkit import placement
 
     gpu = FakeGPU(monkeypatch)
-    with placement.use(timer=gpu.timer, device="cuda", spec=gpu.spec):
+    with placement.use(timer=gpu.timer, device="cuda", spec=gpu.spec, tensor_device="meta"):
         yield gpu

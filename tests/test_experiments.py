@@ -64,13 +64,12 @@ def test_cpu_run_returns_exactly_the_declared_columns(name, short_bench):
 @pytest.fixture
 def fake_gpu(fake_gpu):
     """Run the experiments' GPU code paths here: conftest's fake H100 (the seam: made-up timings,
-    its spec, its free memory, the dtypes it has peaks for), with the kernel builders stubbed
-    (they make CUDA tensors, or launch CuPy and Triton kernels).
+    its spec, its free memory, the dtypes it has peaks for; GEMM operands on torch's meta device),
+    with the CuPy spin kernel stubbed (CuPy compiles and launches it at build time: no meta device).
 
     Only the *shape* of the rows is checked with it; no number it produces is ever shown.
     """
-    builders = {"matmul_fn": lambda *a, **k: (lambda: None), "tiled_fn": lambda *a, **k: (lambda: None),
-                "spin_launcher": lambda *a, **k: (lambda: None), "spin_blocks_per_sm": lambda *a, **k: 1}
+    builders = {"spin_launcher": lambda *a, **k: (lambda: None), "spin_blocks_per_sm": lambda *a, **k: 1}
     for module in (gemm, background, ceilings):
         fake_gpu.stub(module, **{name: fake for name, fake in builders.items() if hasattr(module, name)})
     return fake_gpu
@@ -98,7 +97,13 @@ def test_the_seam_is_read_at_call_time_nests_and_is_restored():
             with pytest.raises(RuntimeError, match="no CUDA GPU"):
                 placement.resolve_device("cuda")
         assert placement.resolve_device() == "cuda"
-    assert placement.runtime() == before
+    assert placement.runtime() == before and placement.tensor_device("cuda") == "cuda"
+    with placement.use(device="cuda", spec=pk.device_spec("H100-SXM"), tensor_device="meta"):
+        a, b = common.matmul_operands(64, 32, 16, "float16", "cuda")  # shapes only, nothing allocated
+        assert placement.tensor_device("cuda") == "meta" and a.is_meta and tuple((a @ b).shape) == (64, 32)
+    assert placement.tensor_device("cpu") == "cpu"
+    with pytest.raises(ValueError, match="tensor_device"), placement.use(tensor_device="tpu"):
+        pass
     with pytest.raises(TypeError, match="timer"), placement.use(timer=3):
         pass
     with pytest.raises(ValueError, match="device"), placement.use(device="tpu"):

@@ -33,9 +33,9 @@ no_compiler = pytest.mark.skipif(fu.compiler_missing("cpu") is not None,
 @pytest.fixture
 def fake_gpu(fake_gpu):
     """The GPU code path on conftest's fake H100 (the seam: made-up timings, its spec, its free
-    memory), with the builders stubbed: they make CUDA tensors, and compile with inductor."""
-    fake_gpu.stub(fu, compiler_missing=lambda device="cpu": None,
-                  _chain_fn=lambda *a: (lambda *x: None, [], None), _compile=lambda *a: (None, 4.5))
+    memory; the chains' tensors on torch's meta device), with compiling stubbed."""
+    # torch.compile (inductor, Triton, a C compiler) cannot trace or build kernels for meta tensors
+    fake_gpu.stub(fu, compiler_missing=lambda device="cpu": None, _compile=lambda *a: (None, 4.5))
     return fake_gpu
 
 

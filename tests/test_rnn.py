@@ -271,16 +271,11 @@ def test_recurrent_gemm_shapes_follow_the_gates():
 @pytest.fixture
 def fake_gpu(fake_gpu):
     """The GPU code paths on the CPU: conftest's fake H100 (the seam: made-up timings, its spec,
-    its free memory; ``calls`` says how each implementation was timed), with the builders
-    stubbed by CPU tensors (they would make CUDA ones); no kernels run.
+    its free memory; ``calls`` says how each implementation was timed; layers and inputs on torch's
+    meta device); no kernels run.
 
     Only the *shape* of the rows and how each implementation is timed are checked.
     """
-    real_layer = rnn._layer
-    fake_gpu.stub(rnn, matmul_fn=lambda *a, **k: (lambda: None),
-                  matmul_operands=lambda M, N, K, *a, **k: (torch.empty(0), torch.empty(1, N)),
-                  _layer=lambda cell, h, x, dtype, device, **k: real_layer(cell, 8, 8, "float32", "cpu"),
-                  _inputs=lambda shape, dtype, device: torch.empty(0))
     return fake_gpu.calls
 
 

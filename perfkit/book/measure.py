@@ -20,7 +20,7 @@ from ..devices import DeviceSpec
 from ..display import Note, show
 from ..dtypes import canonical_dtype, torch_dtype
 from ..gemm_model import predict_gemm_time
-from ..placement import measured_on, runtime
+from ..placement import measured_on, runtime, tensor_device
 from ..roofline import gemm_bytes, gemm_flops
 from ..timing import Measurement, NoiseWarning
 
@@ -64,6 +64,15 @@ def supports_dtype(dtype: str, device: str) -> bool:
     return True
 
 
+def seeded_on(device: str, seed: int = 0) -> tuple[str, Any]:
+    """``(on, gen)``: the torch device to allocate ``device``'s tensors on (``placement.tensor_device``:
+    ``"meta"`` on a pretend GPU, shapes without storage) and a generator seeded with ``seed`` for it."""
+    import torch
+
+    on = tensor_device(device)
+    return on, torch.Generator(device="cpu" if on == "meta" else on).manual_seed(seed)
+
+
 def matmul_operands(M: int, N: int, K: int, dtype: str, device: str, layout: str = "NN"):
     """The operands ``(a, b)`` of an M×N×K GEMM: ``a`` is M×K and ``b`` K×N, seeded, in ``dtype``.
 
@@ -78,14 +87,14 @@ def matmul_operands(M: int, N: int, K: int, dtype: str, device: str, layout: str
     layout = one_of("layout", layout, ("nn", "nt", "tn", "tt")).upper()
     if not supports_dtype(d, device):
         raise ValueError(f"dtype {d!r} GEMMs are not supported on this {device} by torch")
-    gen = torch.Generator(device=device).manual_seed(0)
+    on, gen = seeded_on(device)
 
     def operand(rows: int, cols: int, transposed: bool):
         shape = (cols, rows) if transposed else (rows, cols)
         if d == "int8":
-            x = torch.randint(-8, 8, shape, generator=gen, device=device, dtype=torch.int8)
+            x = torch.randint(-8, 8, shape, generator=gen, device=on, dtype=torch.int8)
         else:
-            x = torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(torch_dtype(d))
+            x = torch.randn(shape, generator=gen, device=on, dtype=torch.float32).to(torch_dtype(d))
         return x.t() if transposed else x
 
     return operand(M, K, layout[0] == "T"), operand(K, N, layout[1] == "T" or d == "float8")
@@ -102,7 +111,7 @@ def matmul_fn(M: int, N: int, K: int, dtype: str, device: str, layout: str = "NN
     a, b = matmul_operands(M, N, K, dtype, device, layout)
     d = canonical_dtype(dtype)
     if d == "float8":
-        one = torch.ones((), device=device, dtype=torch.float32)
+        one = torch.ones((), device=tensor_device(device), dtype=torch.float32)
         return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
     if d == "int8":
         return lambda: torch._int_mm(a, b)

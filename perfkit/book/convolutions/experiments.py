@@ -21,10 +21,10 @@ import pandas as pd
 from ..._validate import dtype_name, dtype_names, positive_int, sequence_of
 from ...dtypes import itemsize, torch_dtype
 from ...padding import padded_conv2d
-from ...placement import ensure_fits, resolve_device, timer
+from ...placement import ensure_fits, resolve_device, tensor_device, timer
 from ...quantization import alignment
 from ...units import MiB
-from ..measure import measured_spec, sweep, timing_row
+from ..measure import measured_spec, seeded_on, sweep, timing_row
 from ..registry import register
 from .analysis import (CHANNEL_COLUMNS, DB_COLUMNS, DB_MEANINGS, DEEPBENCH_CONVS, PHASES, PREDICTED, SHAPE_COLUMNS,
     TIME_COLUMNS, channel_effects, channel_points, conv_flops, conv_shape, db_shape, first_layer_effects, for_reader,
@@ -91,10 +91,12 @@ def _math(fn: Callable[[], Any], dtype: str, device: str) -> Callable[[], Any]:
 
 
 def _randn(shape: tuple, dtype: str, device: str, layout: str = "NCHW", seed: int = 0):
-    """A seeded standard-normal 4-D tensor in ``dtype`` on ``device``, NCHW or NHWC (``channels_last``)."""
+    """A seeded standard-normal 4-D tensor in ``dtype`` on ``device`` (meta on a pretend GPU), NCHW or
+    NHWC (``channels_last``)."""
     import torch
 
-    x = torch.randn(shape, generator=torch.Generator(device=device).manual_seed(seed), device=device)
+    on, gen = seeded_on(device, seed)
+    x = torch.randn(shape, generator=gen, device=on)
     x = x.to(torch_dtype(dtype))
     return x.contiguous(memory_format=torch.channels_last) if layout == "NHWC" else x
 
@@ -176,7 +178,7 @@ def _first_layer_fn(stem: str, channels: int, input_padding: str, phase: str, N:
     import torch
 
     R, stride, pad = STEMS[stem]
-    conv = torch.nn.Conv2d(3, 64, R, stride, pad, bias=False, device=device, dtype=torch_dtype(dtype))
+    conv = torch.nn.Conv2d(3, 64, R, stride, pad, bias=False, device=tensor_device(device), dtype=torch_dtype(dtype))
     module = conv if channels == 3 else padded_conv2d(conv, in_multiple=channels)
     module = module.to(memory_format=torch.channels_last)
     x = _randn((N, 3, H, H), dtype, device, "NHWC")

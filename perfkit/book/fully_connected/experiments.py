@@ -23,7 +23,7 @@ from ...placement import ensure_fits, resolve_device, timer
 from ...quantization import pad_to_multiple
 from ...roofline import arithmetic_intensity, gemm_bytes, gemm_flops
 from ...shapes import linear_gemms
-from ..measure import gemm_row, matmul_fn, measured_spec, sweep, timing_row
+from ..measure import gemm_row, matmul_fn, measured_spec, seeded_on, sweep, timing_row
 from ..registry import register
 from .analysis import feature_effects, pass_overhead, vocab_savings  # noqa: F401  (re-exported)
 
@@ -76,12 +76,12 @@ def _linear_fns(B, I, O, dtype, device):
     """Zero-argument functions for the three passes of ``nn.Linear(I, O)`` at batch B, through autograd."""
     import torch
 
-    gen = torch.Generator(device=device).manual_seed(0)
+    on, gen = seeded_on(device)
     dt = torch_dtype(dtype)
-    x = torch.randn(B, I, generator=gen, device=device).to(dt).requires_grad_(True)
-    layer = torch.nn.Linear(I, O, device=device, dtype=dt)
+    x = torch.randn(B, I, generator=gen, device=on).to(dt).requires_grad_(True)
+    layer = torch.nn.Linear(I, O, device=on, dtype=dt)
     y = layer(x)
-    g = torch.randn(B, O, generator=gen, device=device).to(dt)
+    g = torch.randn(B, O, generator=gen, device=on).to(dt)
     return {"forward": lambda: layer(x),
             "dgrad": lambda: torch.autograd.grad(y, x, g, retain_graph=True),
             "wgrad": lambda: torch.autograd.grad(y, layer.weight, g, retain_graph=True)}
@@ -244,13 +244,13 @@ def _vocab_fn(phase, impl, multiple, V, I, T, dtype, device):
     """
     import torch
 
-    gen = torch.Generator(device=device).manual_seed(0)
+    on, gen = seeded_on(device)
     dt = torch_dtype(dtype)
     width = pad_to_multiple(V, multiple)
-    base = torch.nn.Linear(I, width if impl == "linear" else V, device=device, dtype=dt)
+    base = torch.nn.Linear(I, width if impl == "linear" else V, device=on, dtype=dt)
     module = base if impl == "linear" else padded_linear(base, multiple, keep_padding=impl.endswith("kept"))
-    x = torch.randn(T, I, generator=gen, device=device).to(dt).requires_grad_(True)
-    g = torch.randn(T, V if impl.endswith("sliced") else width, generator=gen, device=device).to(dt)
+    x = torch.randn(T, I, generator=gen, device=on).to(dt).requires_grad_(True)
+    g = torch.randn(T, V if impl.endswith("sliced") else width, generator=gen, device=on).to(dt)
     inputs = [x, *module.parameters()]
     if phase == "forward":
         return lambda: module(x)

@@ -21,7 +21,8 @@ from ...memory_model import layer_bytes, memory_time
 from ...placement import ensure_fits, lean_bench, resolve_device
 from ...shapes import conv_gemms, linear_gemms
 from ...timing import Measurement
-from ..measure import known_names, layer_op, measured_spec, predicted_s, seeded_randn, sweep, timing_or_nan
+from ..measure import (known_names, layer_op, measured_spec, predicted_s, seeded_on, seeded_randn, sweep,
+                       timing_or_nan)
 from ..registry import register
 
 __all__ = ["NETWORKS", "convnet_breakdown", "memory_share", "network_layers", "predicted_breakdown"]
@@ -168,10 +169,10 @@ def _layer_fns(layer: _Layer, dtype: str, device: str) -> tuple[Callable, Callab
     import torch
 
     _, kind, _, shape, params = layer
-    gen = torch.Generator(device=device).manual_seed(0)
-    x = seeded_randn(gen, shape, dtype, device, grad=not params.get("first", False))
-    weights, apply = layer_op(kind, shape, params, dtype, device, gen)
-    other = seeded_randn(gen, shape, dtype, device) if kind == "add" else None
+    on, gen = seeded_on(device)  # on: "meta" on a pretend GPU
+    x = seeded_randn(gen, shape, dtype, on, grad=not params.get("first", False))
+    weights, apply = layer_op(kind, shape, params, dtype, on, gen)
+    other = seeded_randn(gen, shape, dtype, on) if kind == "add" else None
     y = apply(x, weights, other)
     inputs = []
     if x.requires_grad:
@@ -179,7 +180,7 @@ def _layer_fns(layer: _Layer, dtype: str, device: str) -> tuple[Callable, Callab
     inputs += weights
     if other is not None:
         inputs.append(other)
-    dy = seeded_randn(gen, tuple(y.shape), dtype, device, grad=False)
+    dy = seeded_randn(gen, tuple(y.shape), dtype, on, grad=False)
 
     def forward():
         return apply(x, weights, other)
@@ -194,16 +195,16 @@ def _network_fn(widths, batch: int, image: int, dtype: str, device: str) -> Call
     """The whole network's step: forward, then the gradients of every parameter."""
     import torch
 
-    gen = torch.Generator(device=device).manual_seed(0)
+    on, gen = seeded_on(device)  # on: "meta" on a pretend GPU
     ops = network_layers(widths, batch, image, distinct=False)
     built = []
     for _, kind, shape, params in ops:
-        tensors, apply = layer_op(kind, shape, params, dtype, device, gen)
+        tensors, apply = layer_op(kind, shape, params, dtype, on, gen)
         built.append((params.get("skip"), tensors, apply))
     weights = [tensor for _, tensors, _ in built for tensor in tensors]
-    x = seeded_randn(gen, ops[0][2], dtype, device, grad=False)
+    x = seeded_randn(gen, ops[0][2], dtype, on, grad=False)
     classes = ops[-1][3]["out"]
-    dy = seeded_randn(gen, (batch, classes), dtype, device, grad=False)
+    dy = seeded_randn(gen, (batch, classes), dtype, on, grad=False)
 
     def forward(h):
         skip = h

@@ -21,7 +21,7 @@ from ...memory_model import PASSES as _PASSES
 from ...memory_model import layer_bytes, memory_time, pool_output_shape, predict_layer_time
 from ...placement import ensure_fits, lean_bench, resolve_device
 from ...units import GIGA
-from ..measure import measured_spec, sweep, timing_row
+from ..measure import measured_spec, seeded_on, sweep, timing_row
 from ..reader import MEMORY_NAMES, readable
 from ..registry import register
 
@@ -88,8 +88,8 @@ def _activation_fn(op: str, pass_: str, elements: int, dtype: str, device: str):
     """A zero-argument function: ``op`` forward on a 1-D tensor, or its aten backward kernel alone."""
     import torch
 
-    gen = torch.Generator(device=device).manual_seed(0)
-    randn = functools.partial(torch.randn, generator=gen, device=device, dtype=torch_dtype(dtype))
+    on, gen = seeded_on(device)
+    randn = functools.partial(torch.randn, generator=gen, device=on, dtype=torch_dtype(dtype))
     x = randn(elements)
     forward = {"relu": torch.relu, "gelu": torch.nn.functional.gelu, "sigmoid": torch.sigmoid, "tanh": torch.tanh}[op]
     if pass_ == "forward":
@@ -217,8 +217,8 @@ def _pool_fn(kind: str, window: str, pass_: str, shape, dtype: str, device: str)
     import torch
 
     k, s, p = ([v, v] for v in POOL_WINDOWS[window])
-    gen = torch.Generator(device=device).manual_seed(0)
-    randn = functools.partial(torch.randn, generator=gen, device=device, dtype=torch_dtype(dtype))
+    on, gen = seeded_on(device)
+    randn = functools.partial(torch.randn, generator=gen, device=on, dtype=torch_dtype(dtype))
     x = randn(shape)
     aten = torch.ops.aten
     forward = {"max": lambda: aten.max_pool2d_with_indices(x, k, s, p, [1, 1], False),

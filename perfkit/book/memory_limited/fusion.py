@@ -22,7 +22,8 @@ from ...memory_model import chain_bytes, layer_bytes, memory_time
 from ...placement import ensure_fits, lean_bench, one_cpu_thread, resolve_device
 from ...shapes import conv_gemms, linear_gemms
 from ...timing import Measurement
-from ..measure import known_names, layer_op, measured_spec, predicted_s, seeded_randn, sweep, timing_or_nan
+from ..measure import (known_names, layer_op, measured_spec, predicted_s, seeded_on, seeded_randn, sweep,
+                       timing_or_nan)
 from ..registry import register
 
 __all__ = ["CHAINS", "MODES", "PHASES", "compiler_missing", "fusion_chains", "fusion_savings",
@@ -188,16 +189,14 @@ def compiler_missing(device: str = "cpu") -> str | None:
 def _chain_fn(chain: str, size: tuple, dtype: str, device: str) -> tuple[Callable, list, Any]:
     """``(forward, inputs, dy)``: the chain as a function of its input and tensors (seeded), and
     a gradient of its output."""
-    import torch
-
-    gen = torch.Generator(device=device).manual_seed(0)
+    on, gen = seeded_on(device)  # on: "meta" on a pretend GPU
     geometry = _geometry(chain, size)
     gemm_kind, tail = CHAINS[chain]
     gemm_params = {"out": geometry.dims[2], "stride": 1, "bias": False}
-    ops = [layer_op(gemm_kind, geometry.input_shape, gemm_params, dtype, device, gen)]
+    ops = [layer_op(gemm_kind, geometry.input_shape, gemm_params, dtype, on, gen)]
     for kind, params in tail:
-        ops.append(layer_op(kind, geometry.tail_shape, params, dtype, device, gen))
-    x = seeded_randn(gen, geometry.input_shape, dtype, device)
+        ops.append(layer_op(kind, geometry.tail_shape, params, dtype, on, gen))
+    x = seeded_randn(gen, geometry.input_shape, dtype, on)
     inputs = [x] + [tensor for tensors, _ in ops for tensor in tensors]
 
     def forward(x, *tensors):
@@ -207,7 +206,7 @@ def _chain_fn(chain: str, size: tuple, dtype: str, device: str) -> tuple[Callabl
             tensors = tensors[count:]
         return x
 
-    dy = seeded_randn(gen, geometry.tail_shape, dtype, device, grad=False)
+    dy = seeded_randn(gen, geometry.tail_shape, dtype, on, grad=False)
     return forward, inputs, dy
 
 

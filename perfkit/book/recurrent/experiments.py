@@ -23,11 +23,12 @@ from ..._validate import dtype_name, one_of, positive_int, sequence_of
 from ...dtypes import itemsize, torch_dtype
 from ...kernels import cupy_rnn
 from ...kernels.cupy_rnn import rnn_reference
-from ...placement import ensure_fits, measured_on, resolve_device, timer
+from ...placement import ensure_fits, measured_on, resolve_device, tensor_device, timer
 from ...roofline import gemm_bytes
 from ...shapes import RNN_GATES, rnn_gemms
 from ...units import format_time
-from ..measure import gemm_row, matmul_fn, matmul_operands, predicted_s, require_gpu, sweep, timing_row
+from ..measure import (gemm_row, matmul_fn, matmul_operands, predicted_s, require_gpu, seeded_on, sweep,
+                       timing_row)
 from ..registry import register
 from .analysis import DEEPBENCH_LAYERS, combine_speedup, deepbench_comparable, throughput_ratio
 
@@ -203,22 +204,26 @@ def gemm_loop(module, x, *, input_projection: bool = True):
 
 
 def _layer(cell: str, hidden: int, input_size: int, dtype: str, device: str, nonlinearity: str = "relu"):
-    """A seeded nn module in ``dtype`` on ``device``, weights frozen (no autograd graph), train mode."""
+    """A seeded nn module in ``dtype`` on ``device``, weights frozen (no autograd graph), train mode
+    (built on the meta device directly on a pretend GPU)."""
     import torch
 
+    on = tensor_device(device)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         kw = dict(nonlinearity=nonlinearity) if cell == "rnn" else {}
+        if on == "meta":  # a pretend GPU: shapes only, no weights drawn
+            kw["device"] = "meta"
         mod = {"rnn": torch.nn.RNN, "gru": torch.nn.GRU, "lstm": torch.nn.LSTM}[cell](input_size, hidden, **kw)
-    return mod.to(device=device, dtype=torch_dtype(dtype)).requires_grad_(False)
+    return mod.to(device=on, dtype=torch_dtype(dtype)).requires_grad_(False)
 
 
 def _inputs(shape: tuple[int, ...], dtype: str, device: str):
     """A seeded standard-normal tensor of ``shape`` in ``dtype`` on ``device``."""
     import torch
 
-    gen = torch.Generator(device=device).manual_seed(1)
-    return torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(torch_dtype(dtype))
+    on, gen = seeded_on(device, seed=1)
+    return torch.randn(shape, generator=gen, device=on, dtype=torch.float32).to(torch_dtype(dtype))
 
 
 _CPU_LAYERS = (("rnn", 64, 4, 8), ("gru", 64, 4, 8), ("lstm", 64, 4, 8), ("lstm", 128, 8, 16))

@@ -1,8 +1,8 @@
 """GPU performance background: math, memory and waves (``chapters/01_background.md``): the chapter's machinery in one folder.
 
-Its experiments (registered for the recorder), frame analysis and figures are importable from
-here (``from perfkit.book import background``); its modules: ``ceilings``, ``experiments``, ``figures``, ``problems``, ``interactive``.
-``interactive`` (Plotly) is imported when first asked for.
+Its experiments (registered for the recorder), frame analysis and figures are importable from here
+(``from perfkit.book import background``); its modules: ``ceilings``, ``experiments``, ``figures``,
+``problems``, ``interactive``. ``interactive`` (Plotly) is imported when first asked for.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Check your own model (``chapters/07_check_your_model.md``): the chapter's machinery in one folder.
 
-Its experiments (registered for the recorder), frame analysis and figures are importable from
-here (``from perfkit.book import check_your_model``); its modules: ``experiments``, ``figures``, ``problems``, ``interactive``.
-``interactive`` (Plotly) is imported when first asked for.
+Its experiments (registered for the recorder), frame analysis and figures are importable from here
+(``from perfkit.book import check_your_model``); its modules: ``experiments``, ``figures``,
+``problems``, ``interactive``. ``interactive`` (Plotly) is imported when first asked for.
 """
 
 from __future__ import annotations

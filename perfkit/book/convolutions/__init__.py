@@ -1,8 +1,9 @@
 """Convolutions: implicit GEMMs, channels and layouts (``chapters/05_convolutions.md``): the chapter's machinery in one folder.
 
-Its experiments (registered for the recorder), frame analysis and figures are importable from
-here (``from perfkit.book import convolutions``); its modules: ``analysis``, ``experiments``, ``figures``, ``problems``, ``verdict``, ``interactive``.
-``interactive`` (Plotly) is imported when first asked for.
+Its experiments (registered for the recorder), frame analysis and figures are importable from here
+(``from perfkit.book import convolutions``); its modules: ``analysis``, ``experiments``,
+``figures``, ``problems``, ``verdict``, ``interactive``. ``interactive`` (Plotly) is imported when
+first asked for.
 """
 
 from __future__ import annotations

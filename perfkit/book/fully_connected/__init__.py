@@ -1,8 +1,9 @@
 """Fully-connected layers: three GEMMs and a batch size (``chapters/03_fully_connected.md``): the chapter's machinery in one folder.
 
-Its experiments (registered for the recorder), frame analysis and figures are importable from
-here (``from perfkit.book import fully_connected``); its modules: ``analysis``, ``experiments``, ``figures``, ``problems``, ``verdict``, ``interactive``.
-``interactive`` (Plotly) is imported when first asked for.
+Its experiments (registered for the recorder), frame analysis and figures are importable from here
+(``from perfkit.book import fully_connected``); its modules: ``analysis``, ``experiments``,
+``figures``, ``problems``, ``verdict``, ``interactive``. ``interactive`` (Plotly) is imported when
+first asked for.
 """
 
 from __future__ import annotations

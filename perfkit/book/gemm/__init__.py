@@ -1,8 +1,9 @@
 """Matrix multiplication: the shapes a GPU likes (``chapters/02_gemm.md``): the chapter's machinery in one folder.
 
-Its experiments (registered for the recorder), frame analysis and figures are importable from
-here (``from perfkit.book import gemm``); its modules: ``experiments``, ``figures``, ``problems``, ``published``, ``verdict``, ``interactive``.
-``interactive`` (Plotly) is imported when first asked for.
+Its experiments (registered for the recorder), frame analysis and figures are importable from here
+(``from perfkit.book import gemm``); its modules: ``experiments``, ``figures``, ``problems``,
+``published``, ``verdict``, ``interactive``. ``interactive`` (Plotly) is imported when first asked
+for.
 """
 
 from __future__ import annotations

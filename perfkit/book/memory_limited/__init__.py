@@ -1,8 +1,9 @@
 """Memory-limited layers: time is bytes (``chapters/06_memory_limited.md``): the chapter's machinery in one folder.
 
-Its experiments (registered for the recorder), frame analysis and figures are importable from
-here (``from perfkit.book import memory_limited``); its modules: ``convnet``, ``experiments``, ``figures``, ``fusion``, ``fusion_figures``, ``problems``, ``published``, ``stream``, ``verdict``, ``interactive``.
-``interactive`` (Plotly) is imported when first asked for.
+Its experiments (registered for the recorder), frame analysis and figures are importable from here
+(``from perfkit.book import memory_limited``); its modules: ``convnet``, ``experiments``,
+``figures``, ``fusion``, ``fusion_figures``, ``problems``, ``published``, ``stream``, ``verdict``,
+``interactive``. ``interactive`` (Plotly) is imported when first asked for.
 """
 
 from __future__ import annotations

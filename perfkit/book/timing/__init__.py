@@ -1,8 +1,8 @@
 """Appendix: how perfkit times (``chapters/90_timing.md``): the chapter's machinery in one folder.
 
-Its experiments (registered for the recorder), frame analysis and figures are importable from
-here (``from perfkit.book import timing``); its modules: ``experiments``, ``figures``, ``problems``, ``published``, ``interactive``.
-``interactive`` (Plotly) is imported when first asked for.
+Its experiments (registered for the recorder), frame analysis and figures are importable from here
+(``from perfkit.book import timing``); its modules: ``experiments``, ``figures``, ``problems``,
+``published``, ``interactive``. ``interactive`` (Plotly) is imported when first asked for.
 """
 
 from __future__ import annotations

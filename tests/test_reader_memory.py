@@ -308,7 +308,7 @@ def test_cpu_frames_are_never_now(cpu_runs):
     assert all(f.attrs["meta"]["device_kind"] == "cpu" for f in cpu_runs.values())
     table = pk.book.verdict.verdict_table(verdict.findings(cpu_runs))
     assert (table["verdict"] == "no data yet").all()
-    assert verdict.gpu_of(cpu_runs["pool_sizes"]) is None
+    assert verdict.spec_of(cpu_runs["pool_sizes"]) is None
 
 
 def test_batch_norm_and_pooling_effects_from_frames(cpu_runs):

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
-from ..devices import DeviceSpec, current_device, device_spec
+from ..devices import DeviceSpec, resolve_spec
 from ..dtypes import DTYPES, canonical_dtype, itemsize
 from ..gemm_model import CANDIDATE_TILES, explain_gemm
 from ..provenance import modelled
@@ -28,16 +28,6 @@ from .figures import new_figure
 __all__ = ["gemm_explorer", "roofline_explorer"]
 
 MAX_DIM = 65536
-
-
-def _spec(spec: Any, name: str) -> DeviceSpec:
-    if spec is None:
-        return current_device()
-    if isinstance(spec, str):
-        return device_spec(spec)
-    if isinstance(spec, DeviceSpec):
-        return spec
-    raise TypeError(f"{name} must be a DeviceSpec, a device name such as 'H100-SXM', or None, got {spec!r}")
 
 
 def _pick_dtype(wanted: Any, available: list[str], name: str = "dtype") -> str:
@@ -76,7 +66,7 @@ def roofline_explorer(spec: DeviceSpec | str | None = None, reference: DeviceSpe
     ``spec`` defaults to :func:`~perfkit.devices.current_device`. The dtype menu lists only dtypes
     both devices have a peak for; an unavailable ``dtype`` falls back to the closest in size.
     """
-    spec, ref = _spec(spec, "spec"), _spec(reference, "reference")
+    spec, ref = resolve_spec(spec), resolve_spec(reference, param="reference")
     specs = [spec] if ref == spec else [spec, ref]
     common = [d for d in DTYPES if all(d in s.peaks for s in specs)]
     m, n, k = _dim("M", 8192), _dim("N", 128), _dim("K", 8192)
@@ -110,7 +100,7 @@ def gemm_explorer(spec: DeviceSpec | str | None = None,
     ``measure(M, N, K, dtype) -> seconds``, if given, is called on every change and its time is
     shown beside the model's, with the model error.
     """
-    spec = _spec(spec, "spec")
+    spec = resolve_spec(spec)
     if measure is not None and not callable(measure):
         raise TypeError(f"measure must be a callable (M, N, K, dtype) -> seconds, or None, got {measure!r}")
     dtypes = [d for d in DTYPES if d in spec.peaks]

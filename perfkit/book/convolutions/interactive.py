@@ -21,14 +21,14 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..._validate import frame_or_none, positive_int
-from ...calibration import calibrated
 from ...devices import DeviceSpec, device_spec, resolve_spec
-from ...meta import FrameMeta, gpu_of
 from ...dtypes import canonical_dtype
 from ...gemm_model import GemmPrediction, explain_gemm
+from ...meta import FrameMeta
 from ...provenance import modelled, published_counterparts, source_of
 from ...shapes import conv_gemms
 from ...units import format_time
+from ..frames import spec_of
 from ..interactive import InteractiveFigure, State, heading, rounded, with_menu, with_slider
 from .analysis import DB_COLUMNS, PHASES, channel_points, conv_flops, conv_shape, db_shape
 from .experiments import DEEPBENCH_CONVS
@@ -66,18 +66,11 @@ def _gpu_frame(frame: Any, param: str, columns: Sequence[str]) -> pd.DataFrame |
     return frame
 
 
-def _frame_spec(frame: pd.DataFrame | None) -> DeviceSpec | None:
-    """The GPU a frame was measured on (:func:`perfkit.meta.gpu_of`), with the ceilings recorded for
-    it attached (:func:`perfkit.calibrated`), if perfkit knows it."""
-    gpu = gpu_of(frame)
-    return None if gpu is None else calibrated(gpu)
-
-
 def _model_spec(spec: Any, frame: pd.DataFrame | None, param: str) -> tuple[DeviceSpec, pd.DataFrame | None]:
     """(the GPU to model, the frame to draw): ``spec``, by default the frame's GPU, else the H100.
     ``ValueError`` if ``spec`` is not the frame's GPU; a frame from a GPU perfkit has no datasheet for is
     drawn only beside an explicit ``spec`` (without one it is left out, with a warning)."""
-    measured = _frame_spec(frame)
+    measured = spec_of(frame)
     if spec is None and frame is not None and measured is None:
         warnings.warn(f"{param}: its GPU is not in perfkit's table, so it is not drawn beside the H100's model; "
                       "pass spec= to say which GPU to model", stacklevel=3)
@@ -283,8 +276,8 @@ def deepbench_figure(published: pd.DataFrame | None = None, ours: pd.DataFrame |
     published = _gpu_frame(published, "published", DB_COLUMNS + ["time_s"])
     ours = _gpu_frame(ours, "ours", DB_COLUMNS + ["time_s"])
     old, dtype = _spec(then_spec, "then_spec"), canonical_dtype(dtype)
-    if published is not None and (_frame_spec(published) or old).name != old.name:
-        raise ValueError(f"published was measured on {_frame_spec(published).name}, then_spec is {old.name}: "
+    if published is not None and (spec_of(published) or old).name != old.name:
+        raise ValueError(f"published was measured on {spec_of(published).name}, then_spec is {old.name}: "
                          "pass then_spec= the published GPU")
     new, ours = _model_spec(now_spec, ours, "ours")
     if isinstance(layers, (str, bytes)):

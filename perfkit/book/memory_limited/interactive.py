@@ -24,8 +24,8 @@ from ...memory_model import chain_bytes, layer_bytes, memory_time
 from ...meta import FrameMeta
 from ...provenance import caption, modelled, source_of
 from ...units import format_time
+from ..frames import spec_of
 from ..interactive import InteractiveFigure, State, heading, rounded, with_slider
-from .verdict import gpu_of
 
 __all__ = ["BATCHES", "CHAIN", "FIGURES", "LAYERS", "MEASURED", "layer_times", "time_vs_bytes"]
 
@@ -111,7 +111,7 @@ def time_vs_bytes(frames: Mapping[str, pd.DataFrame | None] | None = None, spec:
     """
     given = _checked_frames(frames)
     if spec is None:
-        spec = next((s for s in map(gpu_of, given.values()) if s is not None), None) or device_spec("H100-SXM")
+        spec = next((s for s in map(spec_of, given.values()) if s is not None), None) or device_spec("H100-SXM")
     if not isinstance(spec, DeviceSpec):
         raise TypeError(f"spec must be a DeviceSpec (e.g. pk.device_spec('H100-SXM')), got {spec!r}")
     dtype = canonical_dtype(dtype)

@@ -53,9 +53,6 @@ def gpu_frame(frames: Mapping[str, pd.DataFrame | None], name: str) -> pd.DataFr
     return gpu_rows(frames.get(name), f"frames[{name!r}]")
 
 
-#: The GPU a frame was measured on (None for no frame, a CPU run, or an unknown device).
-gpu_of = spec_of
-
 
 def copy_ceiling(copy: pd.DataFrame | None, *measured: pd.DataFrame | None) -> tuple[float | None, Any]:
     """``(bandwidth, source)``: the copy ceiling (bytes/s) the chapter compares bandwidths with.
@@ -70,7 +67,7 @@ def copy_ceiling(copy: pd.DataFrame | None, *measured: pd.DataFrame | None) -> t
         if math.isfinite(best) and best > 0:
             return best * 1e9, source_of(copy) or "ceiling_copy"
     for frame in measured:
-        spec = gpu_of(frame)
+        spec = spec_of(frame)
         if spec is not None and spec.mem_bandwidth:
             # the frame was measured on this GPU: compare it with that GPU's recorded ceilings (the edge)
             ceilings = calibrated(spec).ceilings
@@ -84,7 +81,7 @@ def copy_frame(spec: Any, *measured: pd.DataFrame | None) -> pd.DataFrame | None
     ``measured`` with one; None without a GPU or a recording (a CPU's copy is never a GPU's ceiling)."""
 
     gpu = spec if getattr(spec, "kind", None) == "gpu" else next(
-        (gpu_of(f) for f in measured if gpu_of(f) is not None), None)
+        (spec_of(f) for f in measured if spec_of(f) is not None), None)
     return None if gpu is None else run_or_load("ceiling_copy", device=gpu)[0]
 
 
@@ -191,7 +188,7 @@ def frames() -> dict[str, pd.DataFrame | None]:
     """The recorded GPU frames that findings() reads (never live, never a CPU's); ``ceiling_copy``
     from the GPU that recorded ``activation_sizes`` (or any GPU's, without it). None where missing."""
     out = recorded(EXPERIMENTS[:-1])
-    spec = next((gpu_of(f) for f in out.values() if gpu_of(f) is not None), None)
+    spec = next((spec_of(f) for f in out.values() if spec_of(f) is not None), None)
     return {**out, **recorded(["ceiling_copy"], spec)}
 
 

@@ -17,6 +17,8 @@ def _meta(builder, **kwargs):
 @pytest.mark.parametrize("builder, kwargs, expected", [
     (zoo.gpt2_small, {}, 124_439_808),                       # GPT-2 small, lm_head tied
     (zoo.resnet50, {}, 25_557_032),                          # torchvision resnet50
+    (zoo.resnext50_32x4d, {}, 25_028_904),                   # torchvision resnext50_32x4d
+    (zoo.mobilenet_v2, {}, 3_504_872),                       # torchvision mobilenet_v2
     (zoo.lstm_lm, {}, 36_026_000),
     (zoo.llama, {}, 6_738_415_616),                          # LLaMA-7B
     (zoo.llama, zoo.LLAMA_CONFIGS["7B"], 6_738_415_616),
@@ -49,6 +51,52 @@ def test_resnet50_torchvision_names():
     assert [len(names[f"layer{i}"]) for i in range(1, 5)] == [3, 4, 6, 3]
     assert names["layer2.0.conv2"].stride == (2, 2) and names["layer2.0.conv1"].stride == (1, 1)
     assert names["layer1.1"].downsample is None
+
+
+def test_resnext50_is_resnet50_with_grouped_3x3s():
+    names = dict(_meta(zoo.resnext50_32x4d).named_modules())
+    assert set(names) == set(dict(_meta(zoo.resnet50).named_modules()))
+    conv = names["layer1.0.conv2"]
+    assert (conv.groups, conv.in_channels, conv.out_channels, conv.kernel_size) == (32, 128, 128, (3, 3))
+    assert names["layer1.0.conv1"].out_channels == 128 and names["layer1.0.conv3"].out_channels == 256
+    conv = names["layer4.0.conv2"]
+    assert (conv.groups, conv.out_channels, conv.stride) == (32, 1024, (2, 2))
+    assert names["fc"].in_features == 2048
+    # resnet50 keeps its dense 3x3s
+    resnet = dict(_meta(zoo.resnet50).named_modules())
+    assert (resnet["layer1.0.conv2"].groups, resnet["layer1.0.conv2"].out_channels) == (1, 64)
+
+
+def test_mobilenet_v2_torchvision_names():
+    names = dict(_meta(zoo.mobilenet_v2).named_modules())
+    first = names["features.0.0"]
+    assert (first.in_channels, first.out_channels, first.stride) == (3, 32, (2, 2))
+    assert isinstance(names["features.0.1"], torch.nn.BatchNorm2d) and isinstance(names["features.0.2"],
+                                                                                  torch.nn.ReLU6)
+    dw = names["features.1.conv.0.0"]  # t = 1: no expansion, the block starts with the depthwise conv
+    assert dw.groups == dw.in_channels == dw.out_channels == 32
+    expand = names["features.2.conv.0.0"]
+    assert (expand.in_channels, expand.out_channels, expand.kernel_size) == (16, 96, (1, 1))
+    dw = names["features.2.conv.1.0"]
+    assert dw.groups == dw.in_channels == dw.out_channels == 96 and dw.stride == (2, 2)
+    project = names["features.2.conv.2"]
+    assert (project.in_channels, project.out_channels) == (96, 24)
+    assert isinstance(names["features.2.conv.3"], torch.nn.BatchNorm2d)
+    assert len(names["features"]) == 19 and len(names["features.1.conv"]) == 3 and len(names["features.2.conv"]) == 4
+    last = names["features.18.0"]
+    assert (last.in_channels, last.out_channels) == (320, 1280)
+    assert names["classifier.0"].p == 0.2 and names["classifier.1"].in_features == 1280
+    residual = [i for i in range(1, 18) if names[f"features.{i}"].use_res_connect]
+    assert residual == [3, 5, 6, 8, 9, 10, 12, 13, 15, 16]  # stride 1 and same channels in and out
+
+
+def test_mobilenet_v2_width_mult_rounds_channels_to_8():
+    assert [zoo._make_divisible(v) for v in (3, 8.8, 9, 12, 33.6, 1280)] == [8, 8, 16, 16, 32, 1280]
+    names = dict(_meta(zoo.mobilenet_v2, width_mult=0.5).named_modules())
+    assert names["features.0.0"].out_channels == 16 and names["features.1.conv.1"].out_channels == 8
+    assert names["classifier.1"].in_features == 1280  # the last conv never narrows
+    names = dict(_meta(zoo.mobilenet_v2, width_mult=1.4).named_modules())
+    assert names["features.0.0"].out_channels == 48 and names["classifier.1"].in_features == 1792
 
 
 def test_llama_names_and_buffers():
@@ -99,6 +147,35 @@ def test_resnet50_small_forward():
     assert y.shape == (2, 5)
 
 
+def test_resnext50_small_forward():
+    torch.manual_seed(0)
+    model = zoo.resnext50_32x4d(num_classes=10)
+    assert _finite_forward(model, torch.randn(1, 3, 64, 64)).shape == (1, 10)
+    assert _finite_forward(model.eval(), torch.randn(2, 3, 32, 32)).shape == (2, 10)
+
+
+def test_mobilenet_v2_small_forward():
+    torch.manual_seed(0)
+    model = zoo.mobilenet_v2(num_classes=10)
+    y = _finite_forward(model, torch.randn(1, 3, 64, 64))
+    assert y.shape == (1, 10)
+    y.sum().backward()
+    assert model.features[1].conv[0][0].weight.grad is not None
+    y = _finite_forward(zoo.mobilenet_v2(num_classes=7, width_mult=0.5).eval(), torch.randn(2, 3, 32, 32))
+    assert y.shape == (2, 7)
+
+
+def test_inverted_residual_adds_its_input_only_when_shapes_match():
+    torch.manual_seed(0)
+    x = torch.randn(2, 8, 6, 6)
+    block = zoo.InvertedResidual(8, 8, stride=1, expand_ratio=6).eval()
+    torch.testing.assert_close(block(x), x + block.conv(x))
+    block = zoo.InvertedResidual(8, 8, stride=2, expand_ratio=6).eval()
+    torch.testing.assert_close(block(x), block.conv(x))
+    assert block(x).shape == (2, 8, 3, 3)
+    assert zoo.InvertedResidual(8, 16, stride=1, expand_ratio=1)(x).shape == (2, 16, 6, 6)
+
+
 @pytest.mark.parametrize("layers", [1, 2])
 def test_lstm_lm_small_forward(layers):
     torch.manual_seed(0)
@@ -146,6 +223,8 @@ def test_llama_configs_forward_on_meta(config):
 @pytest.mark.parametrize("builder, x, shape", [
     (zoo.gpt2_small, lambda: torch.zeros(4, 1024, dtype=torch.long), (4, 1024, 50257)),
     (zoo.resnet50, lambda: torch.zeros(8, 3, 224, 224), (8, 1000)),
+    (zoo.resnext50_32x4d, lambda: torch.zeros(8, 3, 224, 224), (8, 1000)),
+    (zoo.mobilenet_v2, lambda: torch.zeros(8, 3, 224, 224), (8, 1000)),
     (zoo.lstm_lm, lambda: torch.zeros(20, 35, dtype=torch.long), (20, 35, 10000)),
 ])
 def test_default_models_forward_on_meta(builder, x, shape):
@@ -165,6 +244,10 @@ def test_default_models_forward_on_meta(builder, x, shape):
     (zoo.gpt2_small, {"dropout": -0.1}, "dropout"),
     (zoo.resnet50, {"num_classes": 0}, "num_classes"),
     (zoo.resnet50, {"in_channels": -3}, "in_channels"),
+    (zoo.resnext50_32x4d, {"num_classes": 0}, "num_classes"),
+    (zoo.mobilenet_v2, {"num_classes": -1}, "num_classes"),
+    (zoo.mobilenet_v2, {"width_mult": 0}, "width_mult"),
+    (zoo.mobilenet_v2, {"width_mult": float("inf")}, "width_mult"),
     (zoo.lstm_lm, {"hidden": 0}, "hidden"),
     (zoo.lstm_lm, {"layers": 0}, "layers"),
     (zoo.lstm_lm, {"dropout": 2}, "dropout"),
@@ -181,6 +264,8 @@ def test_bad_arguments_raise_value_error(builder, kwargs, name):
 def test_wrong_kinds_raise_type_error():
     with pytest.raises(TypeError, match="layers"):
         _meta(zoo.gpt2_small, layers=2.0)
+    with pytest.raises(TypeError, match="width_mult"):
+        _meta(zoo.mobilenet_v2, width_mult="1.0")
     with pytest.raises(TypeError, match="model"):
         zoo.parameter_count("gpt2")
     with pytest.raises(ValueError, match="batch, time"):

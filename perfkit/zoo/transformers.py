@@ -1,64 +1,24 @@
-"""Model zoo: four well-known architectures built in plain torch (no weights, no downloads).
-
-Each builder makes an ``nn.Module`` of standard layers on whatever device is current (build under
-``with torch.device("meta"):`` to get the shapes without allocating memory) and returns it in
-train mode. Layers carry readable names for :meth:`~torch.nn.Module.named_modules`.
+"""Transformers built in plain torch: GPT-2 small and LLaMA-shaped decoders (no weights, no downloads).
 
 - :func:`gpt2_small` — 124,439,808 parameters (``lm_head`` tied to ``wte``); layers ``wte``, ``wpe``,
   ``blocks.0.attn.qkv``, ``blocks.0.attn.proj``, ``blocks.0.mlp.fc``, ``blocks.0.mlp.proj``, ``ln_f``,
   ``lm_head``.
-- :func:`resnet50` — 25,557,032; torchvision's names: ``conv1``, ``bn1``, ``maxpool``,
-  ``layer1.0.conv2``, ``layer1.0.downsample.0``, ``fc``.
-- :func:`lstm_lm` — 36,026,000; ``embed``, ``lstm``, ``decoder``.
 - :func:`llama` — 6,738,415,616 (7B, the default); ``llama(**LLAMA_CONFIGS["3B"])`` 3,426,473,600;
   ``LLAMA_CONFIGS["13B"]`` 13,015,864,320; ``embed``, ``layers.0.attention.wq`` (``wk wv wo``),
   ``layers.0.feed_forward.w1`` (``w2 w3``), ``norm``, ``output``.
-
-:func:`parameter_count` counts a model's distinct parameters (a tied weight once).
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._validate import non_negative_number, positive_int
+from .._validate import positive_int
+from ._common import _check_tokens, _heads_divide, _probability
 
-__all__ = ["GPT2", "ResNet50", "Bottleneck", "LSTMLanguageModel", "Llama", "RMSNorm", "LLAMA_CONFIGS",
-           "gpt2_small", "resnet50", "lstm_lm", "llama", "parameter_count"]
-
-
-def _probability(name: str, value: Any) -> float:
-    """A dropout probability in ``[0, 1)``."""
-    p = non_negative_number(name, value)
-    if p >= 1:
-        raise ValueError(f"{name} must be a probability in [0, 1), got {value}")
-    return p
-
-
-def _heads_divide(dim: int, heads: int) -> int:
-    """The head size ``dim // heads``; ``ValueError`` naming both if ``heads`` does not divide ``dim``."""
-    if dim % heads:
-        raise ValueError(f"dim ({dim}) must be a multiple of heads ({heads})")
-    return dim // heads
-
-
-def _check_tokens(idx: torch.Tensor, context: int | None = None) -> None:
-    """Token ids must be ``(B, T)`` with ``T ≤ context`` (a shape check: fine on the meta device)."""
-    if idx.dim() != 2:
-        raise ValueError(f"expected token ids of shape (batch, time), got shape {tuple(idx.shape)}")
-    if context is not None and idx.shape[1] > context:
-        raise ValueError(f"sequence length {idx.shape[1]} exceeds the model's context ({context})")
-
-
-def parameter_count(model: nn.Module) -> int:
-    """The number of distinct parameters of ``model`` (works on the meta device; tied weights count once)."""
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    return sum(p.numel() for p in model.parameters())
+__all__ = ["GPT2", "GPT2Attention", "GPT2MLP", "GPT2Block", "Llama", "LlamaAttention", "LlamaFeedForward",
+           "LlamaBlock", "RMSNorm", "LLAMA_CONFIGS", "gpt2_small", "llama"]
 
 
 # --------------------------------------------------------------------------------------------- GPT-2
@@ -149,103 +109,6 @@ def gpt2_small(vocab_size: int = 50257, context: int = 1024, dim: int = 768, lay
     dropout = _probability("dropout", dropout)
     _heads_divide(dim, heads)
     return GPT2(vocab_size, context, dim, layers, heads, dropout).train()
-
-
-# ------------------------------------------------------------------------------------------ ResNet-50
-class Bottleneck(nn.Module):
-    """ResNet v1.5 bottleneck: 1×1 → 3×3 (carries the stride) → 1×1 (×4 channels), BN after each,
-    ``downsample`` (1×1 conv + BN) on the shortcut when the shape changes, add, ReLU."""
-
-    expansion = 4
-
-    def __init__(self, in_channels: int, width: int, stride: int = 1) -> None:
-        super().__init__()
-        out_channels = width * self.expansion
-        self.conv1 = nn.Conv2d(in_channels, width, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(width)
-        self.conv2 = nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(width)
-        self.conv3 = nn.Conv2d(width, out_channels, 1, bias=False)
-        self.bn3 = nn.BatchNorm2d(out_channels)
-        self.relu = nn.ReLU(inplace=True)
-        self.downsample: nn.Module | None = None
-        if stride != 1 or in_channels != out_channels:
-            self.downsample = nn.Sequential(nn.Conv2d(in_channels, out_channels, 1, stride=stride, bias=False),
-                                            nn.BatchNorm2d(out_channels))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        identity = x if self.downsample is None else self.downsample(x)
-        out = self.relu(self.bn1(self.conv1(x)))
-        out = self.relu(self.bn2(self.conv2(out)))
-        out = self.bn3(self.conv3(out))
-        return self.relu(out + identity)
-
-
-class ResNet50(nn.Module):
-    """ResNet-50 (He et al. 2015) in torchvision's layout and module names."""
-
-    def __init__(self, num_classes: int, in_channels: int, blocks: tuple[int, ...] = (3, 4, 6, 3)) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(in_channels, 64, 7, stride=2, padding=3, bias=False)
-        self.bn1 = nn.BatchNorm2d(64)
-        self.relu = nn.ReLU(inplace=True)
-        self.maxpool = nn.MaxPool2d(3, stride=2, padding=1)
-        channels = 64
-        for i, (n, width) in enumerate(zip(blocks, (64, 128, 256, 512)), start=1):
-            stage = []
-            for j in range(n):
-                stage.append(Bottleneck(channels, width, stride=2 if (j == 0 and i > 1) else 1))
-                channels = width * Bottleneck.expansion
-            setattr(self, f"layer{i}", nn.Sequential(*stage))
-        self.avgpool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(channels, num_classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Images ``(B, in_channels, H, W)`` → class logits ``(B, num_classes)``."""
-        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        return self.fc(torch.flatten(self.avgpool(x), 1))
-
-
-def resnet50(num_classes: int = 1000, in_channels: int = 3) -> ResNet50:
-    """ResNet-50: stages of [3, 4, 6, 3] bottlenecks of widths 64…512 (He et al. 2015, Table 1),
-    stride on the 3×3 conv (torchvision's v1.5); 25,557,032 parameters at the defaults, as
-    ``torchvision.models.resnet50``. Input ``(B, 3, 224, 224)`` → ``(B, num_classes)``.
-    """
-    num_classes = positive_int("num_classes", num_classes)
-    in_channels = positive_int("in_channels", in_channels)
-    return ResNet50(num_classes, in_channels).train()
-
-
-# ---------------------------------------------------------------------------------------- LSTM LM
-class LSTMLanguageModel(nn.Module):
-    """Word-level LSTM language model: ``embed`` → dropout → ``lstm`` → dropout → ``decoder``."""
-
-    def __init__(self, vocab_size: int, hidden: int, layers: int, dropout: float) -> None:
-        super().__init__()
-        self.embed = nn.Embedding(vocab_size, hidden)
-        self.drop = nn.Dropout(dropout)
-        # nn.LSTM applies its dropout between layers only: with one layer it would only warn.
-        self.lstm = nn.LSTM(hidden, hidden, layers, batch_first=True, dropout=dropout if layers > 1 else 0.0)
-        self.decoder = nn.Linear(hidden, vocab_size)
-
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        """Token ids ``(B, T)`` → logits ``(B, T, vocab_size)`` (zero initial state)."""
-        _check_tokens(idx)
-        out, _ = self.lstm(self.drop(self.embed(idx)))
-        return self.decoder(self.drop(out))
-
-
-def lstm_lm(vocab_size: int = 10000, hidden: int = 1000, layers: int = 2, dropout: float = 0.2) -> LSTMLanguageModel:
-    """The Zaremba et al. (2014) PTB language model shape: 10,000 words, 2 LSTM layers, embedding
-    as wide as the hidden state (1500 in the paper's "large" model, 650 "medium"; 1000 here as in
-    the book's example); 36,026,000 parameters at the defaults.
-    """
-    vocab_size = positive_int("vocab_size", vocab_size)
-    hidden = positive_int("hidden", hidden)
-    layers = positive_int("layers", layers)
-    dropout = _probability("dropout", dropout)
-    return LSTMLanguageModel(vocab_size, hidden, layers, dropout).train()
 
 
 # ------------------------------------------------------------------------------------------ LLaMA

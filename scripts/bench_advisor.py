@@ -1,152 +1,140 @@
-"""The advisor's performance target: a 4B+-parameter transformer on the meta device is advised in under
-10 s with under 1 GB of extra memory, on a 2-core machine without a GPU.
+"""The advisor's cost on a 7B transformer: the targets of issue 25 ("the advisor on real models").
 
-    python scripts/bench_advisor.py [--quick] [--tokens 4096]
+    python scripts/bench_advisor.py
 
-Builds LLaMA-7B (``pk.zoo.llama()``) and LLaMA-13B (``pk.zoo.LLAMA_CONFIGS["13B"]``; skipped with
-``--quick``) under ``torch.device("meta")`` (no weight is allocated) and times ``pk.advise`` on
-1 × ``--tokens`` token ids (H100-SXM, bfloat16, a training step): one cold call, as a user makes it.
+Targets (a benchmark, not a test: it reports and always exits 0): ``pk.advise`` on a 7B transformer built on
+the meta device takes at most 2 s and at most 100 MB of extra memory on the project's machines (2 CPU cores,
+no GPU). The issue measured 0.5 s and about 10 MB before the advisor learned residual streams, memory-bound
+ops and MFU; the point is to keep it there.
+
+Two 7B models, each built under ``torch.device("meta")`` (no weight is allocated) and advised for a
+training step of 1 × 2048 tokens on H100-SXM in bfloat16:
+
+- perfkit's own ``pk.zoo.llama()`` (LLaMA-7B);
+- transformers' ``LlamaForCausalLM`` with Llama-2-7B's configuration (hidden 4096, 32 layers, 32 heads,
+  intermediate 11008, vocabulary 32000): third-party code, with its masks, rotary tables and cache
+  (skipped, saying so, when transformers is not installed).
+
 For each it prints
 
-- the wall time of ``advise`` and its ratio to the 10 s target;
-- the process's extra memory: resident set size (psutil) after the call minus before it, and the peak
-  during the call (the larger of a 5 ms RSS sampler's maximum and ``ru_maxrss``, minus the RSS
-  before: ``ru_maxrss`` is the process's lifetime peak, so this is an upper bound), with the ratio of
-  the peak to the 1 GB target;
-- the Python heap's peak during a second, untimed call (``tracemalloc``, which slows Python down).
-
-As a reference measured in the same run, it also times GPT-2 small (124 M parameters) at 8 × 1024
-tokens: the ratio of the big model's time to GPT-2's says how the advisor scales with the model's
-size (its layers), independently of this machine's speed. Exit status 1 if a target is missed.
+- the wall time of ``pk.advise``: the best of 3 calls (``time.perf_counter``), after one warm-up call on a
+  small model so that lazy imports are not counted;
+- the extra memory of one call: the peak of the Python heap traced by ``tracemalloc`` during a separate,
+  untimed call (tracing slows Python down), and the growth of the process's resident set size (psutil, if
+  it is installed) over the first timed call; the larger of the two is compared with the target;
+- each against its target, as a ratio with PASS or FAIL;
+- the FLOPs per step (``advice.flops``) and a one-line summary of the advice.
 """
 
 from __future__ import annotations
 
-import argparse
 import gc
 import os
-import resource
 import sys
-import threading
 import time
 import tracemalloc
 
-import psutil
 import torch
 
 import perfkit as pk
 
-TARGET_S = 10.0
-TARGET_BYTES = 1 << 30
-SPEC, DTYPE = "H100-SXM", "bfloat16"
+try:
+    import psutil
+except ImportError:  # the RSS growth is then not reported
+    psutil = None
+
+TARGET_S = 2.0
+TARGET_BYTES = 100 * 10**6
+SPEC, DTYPE, TOKENS, REPEATS = "H100-SXM", "bfloat16", 2048, 3
 
 
-def _rss() -> int:
-    return psutil.Process(os.getpid()).memory_info().rss
+def _rss() -> int | None:
+    return psutil.Process(os.getpid()).memory_info().rss if psutil else None
 
 
-def _maxrss() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+def _zoo_llama() -> torch.nn.Module:
+    return pk.zoo.llama()
 
 
-class _PeakSampler:
-    """Samples this process's RSS every ``interval_s`` in a thread; ``peak`` is the largest seen."""
+def _hf_llama() -> torch.nn.Module:
+    import transformers
 
-    def __init__(self, interval_s: float = 0.005) -> None:
-        self.interval_s, self.peak = interval_s, _rss()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, _rss())
-            self._stop.wait(self.interval_s)
-
-    def __enter__(self) -> "_PeakSampler":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, _rss())
+    transformers.logging.set_verbosity_error()
+    config = transformers.LlamaConfig(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+                                      num_key_value_heads=32, intermediate_size=11008, vocab_size=32000,
+                                      max_position_embeddings=4096)
+    return transformers.LlamaForCausalLM(config)
 
 
-def _build(name: str, config: dict) -> torch.nn.Module:
-    with torch.device("meta"):
-        return pk.zoo.gpt2_small() if name == "GPT-2 small" else pk.zoo.llama(**config)
+def _advise(model: torch.nn.Module, inputs: torch.Tensor):
+    return pk.advise(model, inputs, DTYPE, SPEC, training=True)
 
 
-def _advise(model: torch.nn.Module, shape: tuple[int, ...]):
-    return pk.advise(model, torch.zeros(shape, dtype=torch.int64, device="meta"), DTYPE, SPEC, training=True)
+def _verdict(ratio: float) -> str:
+    return "PASS" if ratio <= 1 else "FAIL"
 
 
-def measure(name: str, config: dict, shape: tuple[int, ...]) -> dict:
-    """Build ``name`` on meta, then time one ``advise`` call and measure the memory it takes."""
+def _summary(advice) -> str:
+    rules = advice.by_rule()
+    share = getattr(advice, "memory_bound_share", None)
+    memory = f"; memory-bound ops {pk.units.format_percent(share)} of the step" if share is not None else ""
+    return (f"step predicted at {pk.units.format_time(advice.step_s)}; {len(advice.ops)} ops, "
+            f"{len(advice.findings)} findings ({', '.join(f'{r} {n}' for r, n in rules['findings'].items())})"
+            f"{memory}")
+
+
+def measure(name: str, build) -> None:
+    """Build ``name`` on meta, then time ``advise`` and measure the memory it takes; print the results."""
     t0 = time.perf_counter()
-    model = _build(name, config)
+    with torch.device("meta"):
+        model = build()
     build_s = time.perf_counter() - t0
-    gc.collect()
-    before = _rss()
-    with _PeakSampler() as sampler:
+    ids = torch.zeros(1, TOKENS, dtype=torch.long, device="meta")
+    params = pk.zoo.parameter_count(model)
+    times, rss_growth, advice = [], None, None
+    for i in range(REPEATS):
+        gc.collect()
+        before = _rss()
         t0 = time.perf_counter()
-        advice = _advise(model, shape)
-        advise_s = time.perf_counter() - t0
-    after = _rss()
-    peak = max(sampler.peak, _maxrss())
+        advice = _advise(model, ids)
+        times.append(time.perf_counter() - t0)
+        if i == 0 and before is not None:
+            rss_growth = max(0, _rss() - before)
+    gc.collect()
     tracemalloc.start()
-    _advise(model, shape)
+    _advise(model, ids)
     _, heap_peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    return {"model": name, "params": pk.zoo.parameter_count(model), "tokens": shape, "build_s": build_s,
-            "advise_s": advise_s, "extra_rss": after - before, "extra_peak": max(0, peak - before),
-            "heap_peak": heap_peak, "ops": len(advice.ops), "passes": len(advice.layers),
-            "findings": len(advice.findings), "rules": ", ".join(advice.by_rule().index)}
+
+    best = min(times)
+    extra = max(heap_peak, rss_growth or 0)
+    print(f"\n{name}: {params / 1e9:.2f} B parameters, built on meta in {build_s:.2f} s; tokens (1, {TOKENS}), "
+          "a training step")
+    print(f"  advise: best of {REPEATS} {best:.3f} s (all: {', '.join(f'{t:.3f}' for t in times)}) = "
+          f"{best / TARGET_S:.2f} × the {TARGET_S:.0f} s target: {_verdict(best / TARGET_S)}")
+    rss = f"RSS growth {rss_growth / 1e6:.1f} MB" if rss_growth is not None else "RSS growth n/a (no psutil)"
+    print(f"  extra memory: Python heap peak {heap_peak / 1e6:.1f} MB (tracemalloc), {rss}; the larger "
+          f"{extra / 1e6:.1f} MB = {extra / TARGET_BYTES:.2f} × the {TARGET_BYTES / 1e6:.0f} MB target: "
+          f"{_verdict(extra / TARGET_BYTES)}")
+    flops = getattr(advice, "flops", None)
+    print(f"  FLOPs per step: {flops / 1e12:,.1f} TFLOP" if flops is not None else "  FLOPs per step: n/a")
+    print(f"  advice: {_summary(advice)}")
 
 
-def _mb(n: float) -> str:
-    return f"{n / 2**20:,.0f} MiB"
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="LLaMA-7B only (skip 13B)")
-    p.add_argument("--tokens", type=int, default=4096, help="sequence length of the one sequence (default 4096)")
-    args = p.parse_args(argv)
-    if args.tokens < 1:
-        p.error("--tokens must be positive")
-
-    cases = [("LLaMA-7B", pk.zoo.LLAMA_CONFIGS["7B"])]
-    if not args.quick and "13B" in pk.zoo.LLAMA_CONFIGS:
-        cases.append(("LLaMA-13B", pk.zoo.LLAMA_CONFIGS["13B"]))
-    print(f"perfkit {pk.__version__}, torch {torch.__version__}, {os.cpu_count()} CPU cores, "
-          f"advising a training step on {SPEC} in {DTYPE}")
-    big = []
-    for name, config in cases:
-        config = {**config, "context": max(config["context"], args.tokens)}
-        big.append(measure(name, config, (1, args.tokens)))
-    ref = measure("GPT-2 small", {}, (8, 1024))
-    ok = True
-    for r in big + [ref]:
-        print(f"\n{r['model']}: {r['params'] / 1e9:.2f} B parameters, tokens {r['tokens']}; {r['ops']} ops, "
-              f"{r['passes']} passes, {r['findings']} findings ({r['rules']})")
-        print(f"  build on meta {r['build_s']:.2f} s; advise {r['advise_s']:.2f} s", end="")
-        if r is ref:
-            print(" (reference)")
-        else:
-            print(f" = {r['advise_s'] / TARGET_S:.2f} × the {TARGET_S:.0f} s target; "
-                  f"{r['advise_s'] / ref['advise_s']:.1f} × GPT-2 small's time")
-        print(f"  extra memory: RSS after − before {_mb(r['extra_rss'])}, peak − before {_mb(r['extra_peak'])}"
-              + ("" if r is ref else f" = {r['extra_peak'] / TARGET_BYTES:.2f} × the 1 GB target")
-              + f"; Python heap peak {_mb(r['heap_peak'])}")
-        if r is not ref:
-            missed = [what for what, bad in (("time", r["advise_s"] > TARGET_S),
-                                             ("memory", r["extra_peak"] > TARGET_BYTES)) if bad]
-            if missed:
-                ok = False
-                print(f"  MISSED: {', '.join(missed)}")
-    print("\nall targets met" if ok else "\na target was missed")
-    return 0 if ok else 1
+def main() -> int:
+    print(f"perfkit {pk.__version__}, torch {torch.__version__}, {os.cpu_count()} CPU cores; "
+          f"targets: ≤ {TARGET_S:.0f} s and ≤ {TARGET_BYTES / 1e6:.0f} MB extra per advise call")
+    with torch.device("meta"):  # warm-up: lazy imports and caches of the first call are not the model's cost
+        _advise(pk.zoo.llama(dim=256, layers=1, heads=4, ffn=512, vocab_size=1000),
+                torch.zeros(1, 16, dtype=torch.long, device="meta"))
+    measure("perfkit.zoo.llama() (LLaMA-7B)", _zoo_llama)
+    try:
+        import transformers
+    except ImportError:
+        print("\ntransformers LlamaForCausalLM (Llama-2-7B config): skipped, transformers is not installed")
+    else:
+        measure(f"transformers {transformers.__version__} LlamaForCausalLM (Llama-2-7B config)", _hf_llama)
+    return 0
 
 
 if __name__ == "__main__":

@@ -168,9 +168,10 @@ def assert_unchanged(model: nn.Module, before: dict) -> None:
 def test_an_aligned_mlp_has_no_alignment_or_tile_finding():
     mlp = nn.Sequential(nn.Linear(1024, 4096), nn.GELU(), nn.Linear(4096, 1024))
     a = advise(mlp, torch.randn(8192, 1024))
-    for r in ("alignment", "quantization", "small_batch", "memory_bound", "fusion", "first_conv", "layout",
-              "rnn_sizes"):
+    for r in ("alignment", "quantization", "small_batch", "fusion", "first_conv", "layout", "rnn_sizes"):
         assert rule(a, r).empty, (r, a.findings)
+    # the lone GELU between the GEMMs is memory-bound (its epilogue fusion is priced); the GEMMs are not
+    assert set(rule(a, "memory_bound")["layer"]) == {"1"}
     assert list(a.findings.columns) == list(FINDING_COLUMNS)
 
 
@@ -191,6 +192,42 @@ def test_alignment_of_the_tokens_is_one_model_level_finding():
     assert hits["layer"].tolist() == [""]  # the model itself, as named_modules() names it
     assert "8191 tokens" in hits.iloc[0].message and "in 2 linear layers" in hits.iloc[0].message
     assert "8192 tokens" in hits.iloc[0].fix
+
+
+def test_alignment_prices_padded_tokens_at_the_same_batch_and_leaves_tiny_batches_alone():
+    # one rule per cause: the padded rows are extra work here; a larger batch's gain is small_batch's
+    a = advise(Head(1024, 1024), torch.randn(8191, 1024))
+    model = a._pricer
+    ops = [op for op in a.ops if op.op == "linear"]
+    expected = sum(model.time_s(op) - model.time_s(op.with_params(tokens=8192)) for op in ops)
+    assert rule(a, "alignment").iloc[0].predicted_saving_s == pytest.approx(expected)
+    assert expected <= 0 and rule(a, "alignment").iloc[0].severity == "info"
+    decode = advise(Head(1024, 1024), torch.randn(1, 1024), training=False)  # one token: a GEMV
+    assert rule(decode, "alignment").empty and (rule(decode, "small_batch")["predicted_saving_s"] > 0).all()
+
+
+def test_a_tied_head_is_padded_with_its_embedding_not_by_padded_linear():
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(50257, 768)
+            self.lm_head = nn.Linear(768, 50257, bias=False)
+            self.lm_head.weight = self.wte.weight
+
+        def forward(self, idx):
+            return self.lm_head(self.wte(idx))
+
+    fix = rule(advise(Tied(), torch.zeros(8, 1024, dtype=torch.long)), "alignment").iloc[0].fix
+    assert "padded_linear(model.lm_head" not in fix.replace("pk.padded_linear would", "")
+    assert "tied to wte" in fix and "resize_token_embeddings(50304)" in fix and "untie" in fix
+
+
+def test_a_conv1d_is_never_given_padded_conv2d():
+    net = nn.Sequential(nn.Conv1d(1, 500, 10, stride=5), nn.GELU(), nn.Conv1d(500, 500, 3))
+    a = advise(net, torch.randn(8, 1, 16000))
+    assert not any("padded_conv2d" in f for f in a.findings["fix"])
+    assert rule(a, "first_conv").empty  # perfkit has no padded Conv1d: no fix it cannot apply
+    assert "where the model is defined" in rule(a, "alignment").set_index("layer").loc["2", "fix"]
 
 
 # --------------------------------------------------------------------------------- rules: first_conv
@@ -303,6 +340,41 @@ def test_memory_bound_fires_for_a_narrow_layer_at_any_batch():
     # a square layer at 8192 tokens is above the ridge: not memory-bound
     assert pk.arithmetic_intensity(4096, 8192, 4096, BF16) > spec().ops_per_byte(BF16)
     assert rule(advise(nn.Linear(4096, 4096), torch.randn(8192, 4096)), "memory_bound").empty
+
+
+@pytest.mark.parametrize("batch", [32, 256])
+def test_memory_bound_names_the_channels_not_the_batch_when_the_channels_limit_it(batch):
+    # ResNet-50's layer1.0.conv1: a 1x1 convolution 64 → 64 sits at 32 FLOP/B whatever the batch
+    net = nn.Sequential(nn.Conv2d(64, 64, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU())
+    a = advise(net.to(memory_format=torch.channels_last),
+               torch.randn(batch, 64, 56, 56).to(memory_format=torch.channels_last), spec=H100)
+    f = rule(a, "memory_bound").set_index("layer").loc["0"]
+    assert "32 FLOP/B" in f.message and "output channels (64)" in f.message and "filter taps (64)" in f.message
+    assert "a larger batch will not help" in f.fix
+
+
+def test_memory_bound_names_the_tokens_when_the_batch_limits_a_gemm():
+    # a batched product of activations (no weight): its batch is its rows; small_batch does not own it
+    class Outer(nn.Module):
+        def forward(self, a, b):
+            return torch.matmul(a, b)
+
+    a = advise(Outer(), (torch.randn(8, 4096), torch.randn(4096, 4096)), training=False)
+    f = rule(a, "memory_bound").iloc[0]
+    assert "rows (8)" in f.message and "make its smallest dimension larger" in f.fix
+
+
+def test_memory_bound_reports_isolated_memory_ops_and_the_step_share():
+    net = nn.Sequential(nn.Linear(1024, 4096), nn.GELU(), nn.Linear(4096, 1024), nn.LayerNorm(1024))
+    a = advise(net, torch.randn(8192, 1024))
+    hits = rule(a, "memory_bound").set_index("layer")
+    assert {"1", "3"} <= set(hits.index)  # the GELU and the LayerNorm, each alone between GEMMs
+    assert hits.loc["1", "predicted_saving_s"] > 0 and "epilogue" in hits.loc["1", "fix"]
+    share = a.layers.loc[a.layers["bound"] == "memory", "predicted_s"].sum() / a.step_s
+    assert a.memory_bound_share == pytest.approx(share) and 0 < share < 1
+    assert f"memory-bound ops: {pk.units.format_percent(share)} of the step" in str(a)
+    fp32 = advise(net, torch.randn(8192, 1024), dtype="float32")  # float32 bytes: half of them to win
+    assert "bfloat16" in rule(fp32, "memory_bound").set_index("layer").loc["3", "fix"]
 
 
 # ------------------------------------------------------------------------------- rules: quantization
@@ -586,20 +658,50 @@ def test_unmapped_layers_are_listed_and_the_rest_is_advised():
 
 
 def test_a_layer_whose_work_is_one_unknown_function_is_unmapped_not_dropped():
-    # nn.MultiheadAttention calls F.multi_head_attention_forward, not its out_proj module
-    class Attn(nn.Module):
+    class Distances(nn.Module):  # its child never runs: its work is one function perfkit does not know
         def __init__(self):
             super().__init__()
-            self.attn = nn.MultiheadAttention(256, 4, batch_first=True)
-            self.fc = nn.Linear(256, 256)
+            self.unused = nn.Linear(256, 256)
 
         def forward(self, x):
-            return self.fc(self.attn(x, x, x)[0])
+            return torch.cdist(x, x)
 
-    a = advise(Attn(), torch.randn(4, 128, 256))
-    assert "attn" in set(a.unmapped["layer"])
-    assert "attn.out_proj" not in set(a.unmapped["layer"])  # it never ran
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(256, 256)
+            self.dist = Distances()
+
+        def forward(self, x):
+            return self.dist(self.fc(x))
+
+    a = advise(Model(), torch.randn(4, 128, 256))
+    assert "dist" in set(a.unmapped["layer"])
+    assert "dist.unused" not in set(a.unmapped["layer"])  # it never ran
     assert "fc" in set(a.layers["layer"])
+
+
+def test_multihead_attention_is_its_projections_and_its_attention():
+    class Attn(nn.Module):
+        def __init__(self, need_weights):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(256, 4, batch_first=True)
+            self.need_weights = need_weights
+
+        def forward(self, x):
+            return self.attn(x, x, x, need_weights=self.need_weights)[0]
+
+    x = torch.randn(4, 128, 256)
+    fused = advise(Attn(False), x, training=False)
+    assert fused.unmapped.empty
+    rows = fused.layers.set_index("op")
+    assert list(fused.layers["op"]) == ["linear", "attention", "linear"]
+    assert rows.loc["attention", "batch"] == 16 and (rows["N"].iloc[0], rows["K"].iloc[0]) == (512, 256)
+    assert int(fused.layers.iloc[0]["M"]) == 768  # query, key and value in one packed GEMM (3 × 256)
+    scores = advise(Attn(True), x, training=False)  # the weights are returned: the scores are written out
+    assert list(scores.layers["op"]) == ["linear", "matmul", "softmax", "matmul", "linear"]
+    assert scores.flops == pytest.approx(fused.flops)
+    assert "use F.scaled_dot_product_attention" in " ".join(rule(scores, "memory_bound")["fix"])
 
 
 def test_a_leaf_that_runs_nothing_known_is_unmapped():

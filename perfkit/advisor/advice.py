@@ -9,23 +9,26 @@ from __future__ import annotations
 
 import html
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
 from typing import Any, Iterable
 
 import pandas as pd
 
-from .._validate import boolean
+from .._validate import boolean, positive_number
 from ..devices import DeviceSpec, cuda_available, resolve_spec
 from ..display import Table
 from ..dtypes import canonical_dtype
 from ..units import format_percent, format_time
 from .capture import Capture, ForwardFailed, capture
 from .measure import measure_advice
-from .ops import Op, map_call
+from .ops import GEMM_OPS, Op, map_call
 from .price import COLUMNS, Pricer
-from .rules import RULES, Context, apply_rules
+from .context import Context
+from .dataflow import shared_width_ops, tied_weights
+from .rules import RULES, apply_rules
 
-__all__ = ["Advice", "FINDING_COLUMNS", "UNMAPPED_COLUMNS", "advise", "advised_spec"]
+__all__ = ["Advice", "FINDING_COLUMNS", "MFU", "UNMAPPED_COLUMNS", "advise", "advised_spec"]
 
 #: Columns of ``Advice.findings``.
 FINDING_COLUMNS = ("layer", "rule", "severity", "message", "fix", "predicted_saving_s")
@@ -63,6 +66,30 @@ class Advice:
     def step_s(self) -> float:
         """Predicted seconds of one step: the sum of every op's passes."""
         return float(self.layers["predicted_s"].sum()) if len(self.layers) else 0.0
+
+    @property
+    def flops(self) -> float:
+        """FLOPs of one step in its GEMMs (linear, convolution, matmul, attention, recurrent; forward, and
+        backward in training): the model FLOPs of :meth:`mfu`. Causal attention counts the half of QKᵀ and PV
+        its kernels compute (``FlopCounterMode`` counts the whole L×S); memory-bound ops count none."""
+        if not len(self.layers):
+            return 0.0
+        gemm = self.layers["op"].str.split(".").str[0].isin(GEMM_OPS)
+        return float(self.layers.loc[gemm & (self.layers["op"] != "conv.nchw_transpose"), "flops"].sum())
+
+    @property
+    def memory_bound_share(self) -> float:
+        """Share of the predicted step spent in passes whose time is set by bytes (0 to 1)."""
+        if not self.step_s:
+            return 0.0
+        return float(self.layers.loc[self.layers["bound"] == "memory", "predicted_s"].sum() / self.step_s)
+
+    def mfu(self, step_time_s: float) -> MFU:
+        """Model FLOPs utilization of a step measured at ``step_time_s`` seconds: :attr:`flops` ÷ the time,
+        against the spec's dense datasheet peak for the dtype and against its achievable ceiling."""
+        step_time_s = positive_number("step_time_s", step_time_s)
+        return MFU(self.flops, step_time_s, self.spec.peak_flop_s(self.dtype),
+                   self.spec.ceilings.flop_s_for(self.dtype), self.spec.label, self.dtype)
 
     def by_rule(self) -> pd.DataFrame:
         """One row per rule that fired, in :data:`RULES` order: how many findings, the summed predicted
@@ -103,6 +130,9 @@ class Advice:
             predicted = m["predicted_forward_s"] + (m["predicted_backward_s"] if self.training else 0)
             lines.append(f"measured here, each op alone: {format_time(float(measured.sum()))} in all; per op, "
                          f"predicted ÷ measured has a median of {float((predicted / measured).median()):.2f}")
+        if self.step_s:
+            lines.append(f"memory-bound ops: {format_percent(self.memory_bound_share)} of the step (time set by "
+                         f"bytes); {self.flops / 1e9:,.1f} GFLOP per step in GEMMs")
         if self.note:
             lines.append(f"note: {self.note}")
         return lines
@@ -157,6 +187,37 @@ class Advice:
         return float(s[s > 0].sum() / self.step_s) if self.step_s else 0.0
 
 
+@dataclass(frozen=True)
+class MFU:
+    """Model FLOPs utilization: ``flops`` done in ``step_time_s`` (``flop_s``) as a share of the dense
+    datasheet peak (``of_peak``, what papers report) and of the achievable ceiling (``of_ceiling``, what
+    is left to win). Never a sparse peak: a dense model cannot use 2:4 sparsity's doubled rate."""
+
+    flops: float
+    step_time_s: float
+    peak_flop_s: float
+    ceiling_flop_s: float
+    device: str = ""
+    dtype: str = ""
+
+    @property
+    def flop_s(self) -> float:
+        return self.flops / self.step_time_s
+
+    @property
+    def of_peak(self) -> float:
+        return self.flop_s / self.peak_flop_s
+
+    @property
+    def of_ceiling(self) -> float:
+        return self.flop_s / self.ceiling_flop_s
+
+    def __str__(self) -> str:
+        return (f"{self.flop_s / 1e12:.1f} TFLOP/s in {self.dtype} on {self.device}: MFU {format_percent(self.of_peak)} "
+                f"of the {self.peak_flop_s / 1e12:.0f} TFLOP/s dense datasheet peak, "
+                f"{format_percent(self.of_ceiling)} of the {self.ceiling_flop_s / 1e12:.0f} TFLOP/s achievable")
+
+
 def advised_spec(spec: str | DeviceSpec | None) -> tuple[DeviceSpec, str]:
     """``spec`` as a :class:`DeviceSpec` (:func:`perfkit.devices.resolve_spec`) and a note: a name or
     spec as given; None is this GPU, or :data:`FALLBACK_SPEC` when there is none."""
@@ -169,9 +230,16 @@ def _check_inputs(example_inputs: Any) -> None:
     import torch
     from torch.utils import _pytree as pytree
 
-    if not any(isinstance(t, torch.Tensor) for t in pytree.tree_leaves(example_inputs)):
-        raise TypeError("example_inputs must be a tensor, a tuple of positional arguments or a dict of keyword "
+    if isinstance(example_inputs, Mapping) and not isinstance(example_inputs, dict):
+        example_inputs = dict(example_inputs)  # a tokenizer's BatchEncoding, which pytree does not open
+    tensors = [t for t in pytree.tree_leaves(example_inputs) if isinstance(t, torch.Tensor)]
+    if not tensors:
+        raise TypeError("example_inputs must be a tensor, a tuple of positional arguments or a mapping of keyword "
                         f"arguments holding at least one tensor, got {type(example_inputs).__name__}")
+    empty = [tuple(t.shape) for t in tensors if t.numel() == 0]
+    if empty:
+        raise ValueError(f"example_inputs holds a tensor of size zero (shape {empty[0]}): give at least one "
+                         "sample, as many as a training or inference step has")
 
 
 def _unmapped(cap: Capture, reasons: dict[int, str], mapped: set[int]) -> pd.DataFrame:
@@ -184,7 +252,8 @@ def _unmapped(cap: Capture, reasons: dict[int, str], mapped: set[int]) -> pd.Dat
     for run in cap.modules:
         inside = range(run.first_call, run.last_call)
         innermost = run.leaf or run.layer not in parents
-        if innermost and run.module not in _FREE_MODULES and not any(i in mapped or i in reasons for i in inside):
+        if (innermost and run.computes and run.module not in _FREE_MODULES
+                and not any(i in mapped or i in reasons for i in inside)):
             rows.append({"layer": run.layer, "module": run.module, "op": "",
                          "reason": "ran no op perfkit recognises"})
     return pd.DataFrame(rows, columns=list(UNMAPPED_COLUMNS)).drop_duplicates(ignore_index=True)
@@ -228,11 +297,11 @@ def advise(model: Any, example_inputs: Any, dtype: Any = "bfloat16", spec: Any =
         raise ValueError(str(e)) from e.error
     ops, reasons = [], {}
     for call in cap.calls:
-        op, reason = map_call(call, training)
-        if op is not None:
-            ops.append(op)
-        elif reason:
+        mapped, reason = map_call(call, training)
+        ops += mapped
+        if reason:
             reasons[call.index] = reason
+    ops = [replace(op, index=i) for i, op in enumerate(ops)]
     pricer = Pricer(dtype, spec, training)
     rows, times = [], {}
     for op in ops:
@@ -241,13 +310,16 @@ def advise(model: Any, example_inputs: Any, dtype: Any = "bfloat16", spec: Any =
         rows += op_rows
     layers = pd.DataFrame(rows, columns=list(COLUMNS))
     step_s = float(layers["predicted_s"].sum()) if len(layers) else 0.0
-    found = apply_rules(Context(ops, pricer, step_s, times), chosen) if step_s else []
+    ctx = Context(ops, pricer, step_s, times, shared_width_ops(cap.calls, ops), tied_weights(model))
+    found = apply_rules(ctx, chosen) if step_s else []
     table = pd.DataFrame(found, columns=[*FINDING_COLUMNS, "_op", "_fixed", "_per_work"])
     table["order"] = table["severity"].map(_ORDER)
     table = table.sort_values(["order", "predicted_saving_s"], ascending=[True, False], na_position="last",
                               ignore_index=True)
     fixes = list(zip(table["_op"], table["_fixed"], table["_per_work"]))
-    notes = "; ".join(n for n in (note, cap.note if cap.path == "real" else "") if n)
+    assumed = (f"meta tensors hold no values: {cap.assumed} check(s) of a boolean tensor (such as 'is the "
+               "attention mask all ones?') were taken as true" if cap.assumed else "")
+    notes = "; ".join(n for n in (note, cap.note if cap.path == "real" else "", assumed) if n)
     mapped = {c.index for c in cap.calls if c.index not in reasons}
     advice = Advice(type(model).__name__, spec, dtype, training, table[list(FINDING_COLUMNS)], layers,
                     _unmapped(cap, reasons, mapped), ops, cap.path, notes, cap.input_shapes, None, fixes, pricer)

@@ -58,12 +58,13 @@ class Gemm:
 class Op:
     """The work of one call: ``op`` (see :data:`GEMM_OPS`, else a byte-model kind) and its parameters."""
 
-    index: int
+    index: int  # the op's place among the advice's ops
     layer: str
     module: str
     op: str
     params: dict = field(default_factory=dict)
     name: str = ""  # the torch function called (e.g. "mul", "layer_norm")
+    call: int = -1  # index of the recorded Call it comes from (several ops may share one: attention)
 
     @property
     def is_gemm(self) -> bool:
@@ -89,6 +90,11 @@ def _needs_grad(t: Any) -> bool:
     return isinstance(t, TensorInfo) and t.derived and not t.is_input and t.dtype.startswith(("float", "bfloat"))
 
 
+def _is_weight(t: Any) -> bool:
+    """A 2-D parameter (or a view or cast of one): computed from nothing the forward pass ran."""
+    return isinstance(t, TensorInfo) and t.derived and not t.is_input and t.source < 0 and len(t.shape) == 2
+
+
 def _out(call: Call) -> TensorInfo | None:
     out = call.output
     if isinstance(out, (tuple, list)):
@@ -107,11 +113,18 @@ def _matmul(call: Call, a: TensorInfo, b: TensorInfo) -> dict:
     return {"M": m, "N": n, "K": k, "batch": batch, "grad_a": _needs_grad(a), "grad_b": _needs_grad(b)}
 
 
-def map_call(call: Call, training: bool) -> tuple[Op | None, str]:
-    """The :class:`Op` of ``call`` (None if it does no work worth counting) and, when it cannot be
-    mapped, the reason (else "")."""
+def map_call(call: Call, training: bool) -> tuple[list[Op], str]:
+    """The :class:`Op` s of ``call`` (none if it does no work worth counting; several for a composite such
+    as ``nn.MultiheadAttention``) and, when it cannot be mapped, the reason (else "")."""
+    if call.op in ("multi_head_attention_forward", "_native_multi_head_attention"):
+        return _multihead(call, training), ""
+    op, reason = _map_one(call, training)
+    return ([op] if op is not None else []), reason
+
+
+def _map_one(call: Call, training: bool) -> tuple[Op | None, str]:
     op, out = call.op, _out(call)
-    mk = lambda kind, **p: (Op(call.index, call.layer, call.module, kind, p, call.op), "")  # noqa: E731
+    mk = lambda kind, **p: (Op(call.index, call.layer, call.module, kind, p, call.op, call.index), "")  # noqa: E731
     if op in UNMAPPED_OPS:
         return None, f"perfkit does not map {op}"
     if op == "linear":
@@ -128,11 +141,14 @@ def map_call(call: Call, training: bool) -> tuple[Op | None, str]:
         return mk("conv", N=N, C=C, H=H, W=W, K=w.shape[0], R=R, S=S, P=P, Q=Q,
                   groups=int(_arg(call, 6, "groups", 1)), nhwc=x.nhwc or w.nhwc, dims=2 if two_d else 1,
                   stride=_arg(call, 3, "stride", 1), padding=_arg(call, 4, "padding", 0),
-                  dilation=_arg(call, 5, "dilation", 1), input_grad=_needs_grad(x), weight_grad=w.requires_grad)
-    if op in ("matmul", "bmm", "mm"):
-        return mk("matmul", **_matmul(call, call.args[0], call.args[1]))
-    if op in ("addmm", "baddbmm"):
-        return mk("matmul", **_matmul(call, call.args[1], call.args[2]))
+                  dilation=_arg(call, 5, "dilation", 1), input_grad=_needs_grad(x), weight_grad=w.requires_grad,
+                  reads_input=x.source < 0)  # reads the model's inputs: a first layer
+    if op in ("matmul", "bmm", "mm", "addmm", "baddbmm"):
+        x, w = call.args[1:3] if op in ("addmm", "baddbmm") else call.args[:2]
+        if _is_weight(w) and len(x.shape) >= 2:  # x @ W with a parameter W (in, out): a linear layer, as GPT-2's
+            return mk("linear", tokens=math.prod(x.shape[:-1]), in_features=w.shape[0], out_features=w.shape[1],
+                      input_grad=_needs_grad(x), weight_grad=w.requires_grad)
+        return mk("matmul", **_matmul(call, x, w))
     if op == "scaled_dot_product_attention":
         q, k, v = call.args[0], _arg(call, 1, "key"), _arg(call, 2, "value")
         return mk("attention", batch=math.prod(q.shape[:-2]), L=q.shape[-2], S=k.shape[-2], E=q.shape[-1],
@@ -166,7 +182,8 @@ def map_call(call: Call, training: bool) -> tuple[Op | None, str]:
         return mk("layernorm", shape=shape, normalized_ndim=len(normalized),
                   elementwise_affine=isinstance(weight, TensorInfo), training=training)
     if op == "batch_norm":
-        return mk("batchnorm", shape=shape, training=training) if len(shape) >= 2 else (None, "")
+        x = call.args[0]
+        return mk("batchnorm", shape=shape, training=training, nhwc=x.nhwc) if len(shape) >= 2 else (None, "")
     if op == "dropout":
         p = float(_arg(call, 1, "p", 0.5))
         return mk("dropout", shape=shape) if training and p > 0 else (None, "")
@@ -186,6 +203,52 @@ def map_call(call: Call, training: bool) -> tuple[Op | None, str]:
     if op in _ELEMENTWISE or op in ("add", "sub"):
         return mk("elementwise", shape=shape, read_elements=sum(t.numel for t in _floats(call)))
     return None, ""
+
+
+def _multihead(call: Call, training: bool) -> list[Op]:
+    """``nn.MultiheadAttention``'s work, from the arguments of its one function call (torch's function
+    mode cannot see inside it): the input projections (one packed GEMM when query, key and value are one
+    tensor, as in self-attention), the attention (a fused kernel with ``need_weights=False``, else the
+    scores written out: two batched matmuls and a softmax) and the output projection."""
+    q, k, v, E, h = call.args[:5]
+    if call.op == "_native_multi_head_attention":  # (q, k, v, E, heads, qkv_w, qkv_b, proj_w, proj_b, mask, ...)
+        w_in, w_out, separate = call.args[5], call.args[7], None
+        need_weights, causal = bool(_arg(call, 10, "need_weights", True)), False
+        batch_first = True
+    else:  # F.multi_head_attention_forward: (q, k, v, E, heads, in_w, in_b, bias_k, bias_v, zero_attn, p, out_w, ...)
+        w_in, w_out = call.args[5], call.args[11]
+        kw = call.kwargs
+        separate = ([kw.get(n) for n in ("q_proj_weight", "k_proj_weight", "v_proj_weight")]
+                    if kw.get("use_separate_proj_weight") else None)
+        need_weights = bool(kw.get("need_weights", True))
+        causal = bool(kw.get("is_causal", False)) and kw.get("attn_mask") is None
+        batch_first = False  # nn.MultiheadAttention hands it (length, batch, features)
+    seq, bat = (1, 0) if batch_first else (0, 1)
+    three = len(q.shape) == 3
+    L, S = q.shape[seq if three else 0], k.shape[seq if three else 0]
+    n = q.shape[bat] if three else 1
+    mk = lambda kind, **p: Op(call.index, call.layer, call.module, kind, p, call.op, call.index)  # noqa: E731
+
+    def lin(x: TensorInfo | None, tokens: int, i: int, o: int, w: Any) -> Op:
+        return mk("linear", tokens=tokens, in_features=i, out_features=o, input_grad=x is None or _needs_grad(x),
+                  weight_grad=isinstance(w, TensorInfo) and w.requires_grad)
+
+    if separate is not None:
+        ops = [lin(q, L * n, q.shape[-1], E, separate[0]), lin(k, S * n, k.shape[-1], E, separate[1]),
+               lin(v, S * n, v.shape[-1], E, separate[2])]
+    elif q.ident == k.ident == v.ident:
+        ops = [lin(q, L * n, E, 3 * E, w_in)]
+    elif k.ident == v.ident:
+        ops = [lin(q, L * n, E, E, w_in), lin(k, S * n, E, 2 * E, w_in)]
+    else:
+        ops = [lin(q, L * n, E, E, w_in), lin(k, S * n, E, E, w_in), lin(v, S * n, E, E, w_in)]
+    d, b = E // h, n * h
+    if need_weights:
+        ops += [mk("matmul", M=L, N=S, K=d, batch=b, grad_a=True, grad_b=True), mk("softmax", shape=(b, L, S)),
+                mk("matmul", M=L, N=d, K=S, batch=b, grad_a=True, grad_b=True)]
+    else:
+        ops.append(mk("attention", batch=b, L=L, S=S, E=d, Ev=d, causal=causal, heads=h))
+    return ops + [lin(None, L * n, E, E, w_out)]
 
 
 def _linear(p: dict, training: bool) -> list[tuple[str, str, Gemm]]:
@@ -257,7 +320,7 @@ def passes(op: Op, training: bool) -> list[tuple[str, str, Any]]:
     for :func:`perfkit.layer_bytes` (a backward pass only in training)."""
     if op.is_gemm:
         return _BUILDERS[op.op](op.params, training)
-    params = {k: v for k, v in op.params.items() if k not in ("shape", "frozen")}
+    params = {k: v for k, v in op.params.items() if k not in ("shape", "frozen", "nhwc")}
     work = [("forward", "", (op.op, op.params["shape"], params))]
     if training and not op.params.get("frozen") and not (op.op == "batchnorm" and not params.get("training", True)):
         work.append(("backward", "", (op.op, op.params["shape"], params)))

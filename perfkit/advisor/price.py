@@ -7,6 +7,12 @@
   (and their gradients backward), whichever is longer, plus one kernel's latency.
 - A memory-bound op costs :func:`perfkit.memory_time` of :func:`perfkit.layer_bytes`; its FLOPs are
   counted as one per output element (NVIDIA's convention for ReLU), to place it on the roofline.
+- A convolution is an implicit GEMM that moves its input, weights and output once per pass (not the
+  GEMM's operands: its input is not copied once per filter tap). A grouped convolution is a batch of
+  per-group GEMMs, or, where its groups are too narrow for Tensor Core tiles (fewer than 16 bytes of
+  channels per group: a depthwise convolution has one) or where that is faster, a direct kernel on
+  CUDA cores: its bytes or its FLOPs at the float32 (CUDA-core) peak, whichever is longer
+  (:meth:`Pricer.direct`).
 - An NCHW convolution on Tensor Cores also pays a copy of its input and output into NHWC and back
   (``conv.nchw_transpose`` rows), once per pass: what ``channels_last`` saves.
 
@@ -53,10 +59,11 @@ class Pricer:
         s, out = itemsize(self.dtype), output_itemsize(self.dtype)
         return g.batch * (s * (g.M * g.K + g.K * g.N) + out * g.M * g.N)
 
-    def gemm_row(self, g: Gemm) -> dict[str, Any]:
-        """The layers-table columns of one (batched, repeated) GEMM."""
+    def gemm_row(self, g: Gemm, nbytes: int | None = None) -> dict[str, Any]:
+        """The layers-table columns of one (batched, repeated) GEMM; ``nbytes``: the bytes it moves, when not
+        its operands' (an implicit-GEMM convolution reads its input once, not once per filter tap)."""
         p = self.explain(g.M * g.batch, g.N, g.K)
-        nbytes = self.gemm_bytes(g)
+        nbytes = self.gemm_bytes(g) if nbytes is None else nbytes
         floor_s = nbytes / self.bandwidth + self.latency_s
         one_s = max(p.predicted_s, floor_s)
         flops = 2 * g.M * g.N * g.K * g.batch
@@ -102,10 +109,14 @@ class Pricer:
                 parts = [(part, g) for ps, part, g in work if ps == pass_]
                 out.append({**base, "op": "attention", "pass": pass_, **self.attention_row(parts, pass_, op.params)})
             return out
+        if self.direct(op):
+            return [{**base, "op": "conv.direct", "pass": pass_, **self.direct_row(op.params, w)}
+                    for pass_, _, w in work]
         out = []
         for pass_, part, w in work:
             name = f"{op.op}.{part}" if part else op.op
-            row = self.gemm_row(w) if op.is_gemm else self.memory_row(*w, pass_)
+            row = (self.gemm_row(w, self.conv_bytes(op.params)) if op.op == "conv" else self.gemm_row(w)
+                   if op.is_gemm else self.memory_row(*w, pass_))
             if row["bytes"] or op.is_gemm:
                 out.append({**base, "op": name, "pass": pass_, **row})
         if op.op == "conv" and self.transposes(op):
@@ -117,11 +128,41 @@ class Pricer:
                                 **self.memory_row("elementwise", shape, {}, "forward")})
         return out
 
+    def conv_bytes(self, p: dict) -> int:
+        """Bytes one pass of a convolution moves: its input, weights and output once each (an implicit GEMM
+        reads each input element once from memory; the filter taps' reuse is served by caches)."""
+        s, out = itemsize(self.dtype), output_itemsize(self.dtype)
+        return (s * (p["N"] * p["C"] * p["H"] * p["W"] + p["K"] * (p["C"] // p["groups"]) * p["R"] * p["S"])
+                + out * p["N"] * p["K"] * p["P"] * p["Q"])
+
+    def direct(self, op: Op) -> bool:
+        """Whether ``op`` is a grouped convolution that runs as a direct kernel: too narrow per group for
+        Tensor Core tiles (fewer than 16 bytes of input or output channels per group, as in a depthwise
+        convolution), or faster that way than as a batch of per-group GEMMs (a library picks the faster)."""
+        if op.op != "conv" or op.params["groups"] == 1:
+            return False
+        p, g = op.params, op.params["groups"]
+        if min(p["C"] // g, p["K"] // g) * itemsize(self.dtype) < 16:
+            return True
+        work = passes(op, self.training)
+        as_gemms = sum(self.gemm_row(w, self.conv_bytes(p))["predicted_s"] for _, _, w in work)
+        return sum(self.direct_row(p, w)["predicted_s"] for _, _, w in work) < as_gemms
+
+    def direct_row(self, p: dict, g: Gemm) -> dict[str, Any]:
+        """One pass of a direct convolution: its tensors' bytes once, or its FLOPs at the CUDA-core peak."""
+        nbytes = self.conv_bytes(p)
+        flops = 2 * g.M * g.N * g.K * g.batch
+        math_s = flops / self.spec.peaks.get("float32", self.spec.peak_flop_s(self.dtype))
+        memory_s = nbytes / self.bandwidth
+        return {"M": g.M, "N": g.N, "K": g.K, "batch": g.batch, "count": 1, "bytes": nbytes, "flops": flops,
+                "intensity": flops / nbytes, "bound": "memory" if memory_s >= math_s else "math",
+                "predicted_s": max(memory_s, math_s) + self.latency_s}
+
     def transposes(self, op: Op) -> bool:
         """Whether a convolution pays NCHW ↔ NHWC transposes: an NCHW 2-D convolution on Tensor Cores,
         whose kernels work in NHWC (NVIDIA, *Convolutional Layers*: the layout section)."""
         return (op.op == "conv" and self.dtype in TENSOR_CORE_DTYPES and not op.params["nhwc"]
-                and op.params["dims"] == 2)
+                and op.params["dims"] == 2 and not self.direct(op))
 
     def time_s(self, op: Op) -> float:
         """Predicted seconds of all of ``op``'s passes."""

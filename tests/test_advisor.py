@@ -743,6 +743,45 @@ def test_a_failing_forward_names_the_layer_and_the_shapes():
     assert no_hooks(mlp)
 
 
+class Masked(nn.Module):
+    """Checks a mask's values, as transformers does before skipping an all-ones attention mask."""
+
+    def __init__(self, count_tokens: bool = False) -> None:
+        super().__init__()
+        self.fc = nn.Linear(64, 64)
+        self.count_tokens = count_tokens
+
+    def forward(self, x, mask=None):
+        if self.count_tokens:
+            return self.fc(x[:, : int(mask.sum())])  # a shape read from values: no meta kernel can know it
+        if bool(mask.all()):
+            return self.fc(x)
+        return self.fc(x) * mask[..., None]
+
+
+def test_a_boolean_check_on_a_meta_mask_is_taken_as_true_and_said():
+    with torch.device("meta"):
+        model = Masked()
+    a = advise(model, {"x": torch.zeros(4, 16, 64, device="meta"),
+                       "mask": torch.ones(4, 16, dtype=torch.bool, device="meta")})
+    assert a.path == "meta" and "taken as true" in a.note
+    assert [o.op for o in a.ops] == ["linear"]  # the all-ones branch
+
+
+def test_a_value_a_meta_tensor_lacks_fails_with_the_keyword_shapes_and_a_hint():
+    with torch.device("meta"):
+        model = Masked(count_tokens=True)
+    with pytest.raises(ValueError) as e:
+        advise(model, {"x": torch.zeros(4, 16, 64, device="meta"),
+                       "mask": torch.ones(4, 16, dtype=torch.long, device="meta")})
+    msg = str(e.value)
+    assert "[4, 16, 64]" in msg and "[4, 16]" in msg  # keyword inputs are named too
+    assert "meta tensors hold no values" in msg and "build it on the CPU" in msg
+    real = Masked(count_tokens=True)  # real weights: the meta copy fails, the model itself runs
+    a = advise(real, {"x": torch.randn(4, 16, 64), "mask": torch.ones(4, 16, dtype=torch.long)})
+    assert a.path == "real" and [o.op for o in a.ops] == ["linear"]
+
+
 # --------------------------------------------------------------------------------------- measure
 @pytest.mark.filterwarnings("ignore::perfkit.timing.NoiseWarning")
 def test_measure_on_this_machine():

@@ -304,8 +304,35 @@ _RESIDUAL = {  # layers whose output is added to the residual stream, by name su
     "gpt2": ("attn.c_proj", "mlp.c_proj"),
     "bert": ("attention.output.dense", "output.dense"),
     "llama": ("o_proj", "down_proj"),
-    "vit": ("attention.output.dense", "output.dense"),
+    "vit": ("attention.o_proj", "mlp.fc2"),
 }
+_ATTENTION_INPUTS = {"gpt2": ("attn.c_attn",), "bert": ("self.query", "self.key", "self.value"),
+                     "llama": ("q_proj", "k_proj", "v_proj"), "vit": ("q_proj", "k_proj", "v_proj")}
+_FREE = {"gpt2": ("mlp.c_fc",), "bert": ("intermediate.dense",), "llama": ("gate_proj", "up_proj"),
+         "vit": ("mlp.fc1",)}  # an MLP's hidden width: only its own block reads it
+
+
+@pytest.mark.parametrize("name", list(_RESIDUAL))
+def test_the_data_paths_find_the_widths_other_layers_share(name):
+    """perfkit.advisor.dataflow: the layers writing the residual stream or feeding attention share their
+    width with other layers; an MLP's first layer does not (GPT-2's GELU adds x to 0.044715·x³: one layer's
+    output added to itself is not a residual stream)."""
+    from dataclasses import replace
+
+    from perfkit.advisor.capture import capture
+    from perfkit.advisor.dataflow import shared_width_ops
+    from perfkit.advisor.ops import map_call
+
+    model, inputs = build(name)
+    cap = capture(model, inputs)
+    ops = [replace(op, index=i) for i, op in enumerate(o for c in cap.calls for o in map_call(c, True)[0])]
+    shared = shared_width_ops(cap.calls, ops)
+    gemm_layers = {op.layer for op in ops if op.op == "linear"}
+    shared_layers = {op.layer for op in ops if op.index in shared}
+    for suffixes, expected in ((_RESIDUAL[name] + _ATTENTION_INPUTS[name], True), (_FREE[name], False)):
+        layers = {layer for layer in gemm_layers if layer.endswith(suffixes)}
+        assert len(layers) >= 2 * len(suffixes), (suffixes, sorted(gemm_layers))  # two blocks each
+        assert all((layer in shared_layers) == expected for layer in layers), (expected, sorted(shared_layers))
 
 
 @pytest.mark.parametrize("training", [False, True], ids=["forward", "training"])

@@ -45,10 +45,11 @@ RECORDED = frozenset({
     "layer_norm", "rms_norm", "batch_norm", "dropout", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
     "add", "sub", "mul", "div", "pow", "rsqrt", "sqrt", "exp", "neg", "where", "masked_fill", "mean", "sum",
     "square", "sin", "cos", "erf", "clamp", "hardtanh", "leaky_relu", "elu", "mish", "softplus",
+    "pad", "adaptive_avg_pool1d", "adaptive_max_pool2d",
     # compute ops with no mapping (listed under unmapped)
     "einsum", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "group_norm",
     "instance_norm", "embedding_bag", "max_pool1d", "max_pool3d", "avg_pool1d", "avg_pool3d",
-    "adaptive_max_pool2d", "interpolate", "upsample", "lstm_cell", "gru_cell", "rnn_tanh_cell",
+    "interpolate", "upsample", "lstm_cell", "gru_cell", "rnn_tanh_cell",
     # composites whose insides torch's function mode cannot see: mapped from their arguments
     "multi_head_attention_forward", "_native_multi_head_attention",
 })
@@ -76,7 +77,7 @@ class TensorInfo:
     dtype: str  # the torch dtype's name, e.g. "float32", "int64"
     nhwc: bool  # a 4-D tensor stored channels-last (channels the fastest-moving dim, C > 1)
     derived: bool  # computed from the example inputs or the parameters
-    is_input: bool  # one of the example inputs itself (needs no gradient)
+    is_input: bool  # one of the example inputs, or a view, cast or copy of them alone (needs no gradient)
     requires_grad: bool = True  # for a parameter: trained (False: frozen, no weight gradient)
     ident: int = field(default=-1, compare=False)  # the same number for the same tensor within a capture
     source: int = field(default=-1, compare=False)  # index of the recorded Call that computed it (through
@@ -138,6 +139,9 @@ def _nhwc(t: torch.Tensor) -> bool:
 #: a check that an attention mask is all ones) they answer True, as an all-ones mask would.
 _VALUE_READS = frozenset({"__bool__", "item"})
 
+#: Recorded ops that only copy their input (their bytes count; where the data came from does not change).
+_COPIES = frozenset({"pad"})
+
 
 class _Recorder(TorchFunctionMode):
     def __init__(self, inputs: list[torch.Tensor], params: list[torch.Tensor]) -> None:
@@ -182,16 +186,21 @@ class _Recorder(TorchFunctionMode):
         op = canonical_op(name)
         if op in RECORDED:
             layer, module = self.stack[-1]
-            source = len(self.calls)
-            self.calls.append(Call(source, layer, module, op, pytree.tree_map(self.info, tuple(args)),
+            # a padded copy comes from where its input came from (a padded image is still the image)
+            source = max(self.sources.get(t, -1) for t in mine) if op in _COPIES else len(self.calls)
+            self.calls.append(Call(len(self.calls), layer, module, op, pytree.tree_map(self.info, tuple(args)),
                                    pytree.tree_map(self.info, dict(kwargs)), None))
         else:  # a view, a cast, a concatenation: the result comes from where its newest input came from
             source = max(self.sources.get(t, -1) for t in mine)
+        # a view, cast or copy of the example inputs alone is still an input: it needs no gradient
+        of_inputs = (op not in RECORDED or op in _COPIES) and all(t in self.inputs for t in mine)
         for t in pytree.tree_leaves(out):
             if isinstance(t, torch.Tensor):
                 self.derived[t] = True
                 if source >= 0:
                     self.sources[t] = source
+                if of_inputs:
+                    self.inputs[t] = True
         if op in RECORDED:
             call = self.calls[-1]
             self.calls[-1] = Call(call.index, call.layer, call.module, op, call.args, call.kwargs,

@@ -51,6 +51,20 @@ def _attention(call: Call) -> bool:
     return call.op in ("matmul", "bmm", "baddbmm") and len(operands) >= 2
 
 
+def _writer(operand: TensorInfo, gemms: dict[int, list[Op]], by_index: dict[int, Call], stream: bool) -> int | None:
+    """Index of the GEMM op whose output ``operand`` is, through ops that keep its width, or None."""
+    source, hops = operand.source, 0
+    while source >= 0 and hops < MAX_HOPS:
+        if source in gemms:
+            return gemms[source][-1].index  # the op that wrote it (attention: its out projection)
+        producer = by_index[source]
+        if stream and producer.op == "add" or _attention(producer):
+            return None  # another stream, or another attention: searched from its own call
+        computed = [t for t in _floats(producer) if t.source >= 0]
+        source, hops = (computed[0].source if computed else -1), hops + 1
+    return None
+
+
 def shared_width_ops(calls: list[Call], ops: list[Op]) -> frozenset[int]:
     """Indices of the GEMM ops whose output width other layers share: each one's output reaches an addition
     (:func:`_widening`: a residual stream) through ops that keep its width (dropout, a norm, an activation,
@@ -66,17 +80,11 @@ def shared_width_ops(calls: list[Call], ops: list[Op]) -> frozenset[int]:
         stream = _widening(call)
         if not stream and not _attention(call):
             continue
-        for operand in _floats(call):
-            source, hops = operand.source, 0
-            while source >= 0 and hops < MAX_HOPS:
-                if source in gemms:
-                    shared.add(gemms[source][-1].index)  # the op that wrote it (attention: its out projection)
-                    break
-                producer = by_index[source]
-                if stream and producer.op == "add" or _attention(producer):
-                    break  # another stream, or another attention: searched from its own call
-                computed = [t for t in _floats(producer) if t.source >= 0]
-                source, hops = (computed[0].source if computed else -1), hops + 1
+        writers = [_writer(operand, gemms, by_index, stream) for operand in _floats(call)]
+        found = [w for w in writers if w is not None]
+        if stream and len(found) == len(writers) and len(set(found)) == 1:
+            continue  # both terms computed from one GEMM's output (GELU's x + 0.044715·x³): not a stream
+        shared.update(found)
     return frozenset(shared)
 
 

@@ -58,7 +58,7 @@ def _common_layer(layers: list[str]) -> str:
 def fusion(ctx: Context) -> Iterable[dict]:
     """Each chain of :func:`chains`, priced as one kernel reading its inputs and writing its output once."""
     for chain in chains(ctx):
-        kinds = [(o.op, {k: v for k, v in o.params.items() if k not in ("shape", "nhwc")}) for o in chain]
+        kinds = [(o.op, {k: v for k, v in o.params.items() if k not in ("shape", "nhwc", "frozen")}) for o in chain]
         shape = chain[0].params["shape"]
         fused = memory_time(chain_bytes(kinds, shape, ctx.dtype, fused=True), ctx.pricer.spec,
                             ceilings=ctx.pricer.ceilings)

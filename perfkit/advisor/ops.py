@@ -30,7 +30,7 @@ __all__ = ["GEMM_OPS", "Gemm", "Op", "UNMAPPED_OPS", "map_call", "passes"]
 UNMAPPED_OPS = frozenset({
     "einsum", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "group_norm",
     "instance_norm", "embedding_bag", "max_pool1d", "max_pool3d", "avg_pool1d", "avg_pool3d",
-    "adaptive_max_pool2d", "interpolate", "upsample", "lstm_cell", "gru_cell", "rnn_tanh_cell",
+    "interpolate", "upsample", "lstm_cell", "gru_cell", "rnn_tanh_cell",
 })
 
 #: Op kinds whose work is GEMMs (everything else is a memory-bound kind of :func:`perfkit.layer_bytes`).
@@ -39,7 +39,7 @@ GEMM_OPS = ("linear", "conv", "matmul", "attention", "rnn")
 _ACTIVATIONS = {"relu", "gelu", "silu", "sigmoid", "tanh"}
 _ELEMENTWISE = {"add", "sub", "mul", "div", "pow", "rsqrt", "sqrt", "exp", "neg", "where", "masked_fill",
                 "mean", "sum", "square", "sin", "cos", "erf", "clamp", "hardtanh", "leaky_relu", "elu",
-                "mish", "softplus", "adaptive_avg_pool2d"}
+                "mish", "softplus", "adaptive_avg_pool2d", "adaptive_avg_pool1d", "adaptive_max_pool2d", "pad"}
 _RNN = {"lstm": "lstm", "gru": "gru", "rnn_tanh": "rnn", "rnn_relu": "rnn"}
 
 
@@ -119,6 +119,8 @@ def map_call(call: Call, training: bool) -> tuple[list[Op], str]:
     if call.op in ("multi_head_attention_forward", "_native_multi_head_attention"):
         return _multihead(call, training), ""
     op, reason = _map_one(call, training)
+    if op is not None and not op.is_gemm and all(t.is_input for t in _floats(call)):
+        op = op.with_params(frozen=True)  # on the inputs alone (images scaled, padded): no backward pass
     return ([op] if op is not None else []), reason
 
 
@@ -193,6 +195,10 @@ def _map_one(call: Call, training: bool) -> tuple[Op | None, str]:
             return None, f"{op} on a {len(x.shape)}-D input is not mapped"
         kernel, stride, padding = _arg(call, 1, "kernel_size"), _arg(call, 2, "stride"), _arg(call, 3, "padding", 0)
         params = {"kernel_size": kernel, "stride": stride or None, "padding": padding}
+        pair = lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v, v)  # noqa: E731
+        pads = pair(padding)
+        if any(k > d + 2 * p for k, d, p in zip(pair(kernel), x.shape[2:], pads)):  # ceil_mode: one window
+            params = {"kernel_size": tuple(x.shape[2:]), "stride": tuple(x.shape[2:]), "padding": 0}
         if op == "max_pool2d":
             return mk("maxpool", shape=x.shape, indices_itemsize=8 if training else 0, **params)
         return mk("avgpool", shape=x.shape, **params)

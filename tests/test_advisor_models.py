@@ -126,6 +126,12 @@ MODELS = {
     "mha_cross": (lambda: _mha(128, 96)[0], lambda: _mha(128, 96, source=100)[1]),
     "mha_cross_weights": (lambda: _mha(128, 96, True)[0], lambda: _mha(128, 96, True, source=100)[1]),
     "encoder_layer": (lambda: _encoder_layer()[0], lambda: _encoder_layer()[1]),
+    "convnext": (lambda: tf.ConvNextForImageClassification(tf.ConvNextConfig(depths=[1, 1, 2, 1])),
+                 lambda: _meta(8, 3, 224, 224)),  # depthwise 7×7 and LayerNorm on channels-last tensors
+    "efficientnet": (lambda: tf.EfficientNetForImageClassification(tf.EfficientNetConfig()),
+                     lambda: _meta(4, 3, 224, 224)),  # padded stem, depthwise and squeeze-excitation
+    "regnet": (lambda: tf.RegNetForImageClassification(tf.RegNetConfig(depths=[1, 1, 2, 1])),
+               lambda: _meta(8, 3, 224, 224)),  # grouped 3×3 convolutions
     "mobilenet_v2": (lambda: pk.zoo.mobilenet_v2(), lambda: _meta(8, 3, 224, 224)),
     "resnext50": (lambda: pk.zoo.resnext50_32x4d(), lambda: _meta(8, 3, 224, 224)),
     "regnet_block": (_regnet_block, lambda: _meta(8, 336, 28, 28)),
@@ -282,7 +288,8 @@ _CHANNELS = re.compile(r"(input|output) channels (\d+) → (\d+)")
 
 
 @pytest.mark.parametrize("training", [False, True], ids=["forward", "training"])
-@pytest.mark.parametrize("name", ["mobilenet_v2", "resnext50", "regnet_block", "wav2vec2"])
+@pytest.mark.parametrize("name", ["mobilenet_v2", "resnext50", "regnet_block", "wav2vec2", "convnext",
+                                  "efficientnet", "regnet"])
 def test_grouped_convs_get_only_channel_counts_groups_divide(name, training):
     """A grouped convolution's channels come in ``groups`` equal parts: a proposed count must be a multiple of
     ``groups``; a depthwise convolution (groups == channels) cannot change its channels alone at all."""
@@ -361,6 +368,7 @@ def test_gpt2_tied_lm_head_stays_tied(training):
 
 @pytest.mark.parametrize("name, first", [("vit", {"vit.embeddings.patch_embeddings.projection"}),
                                          ("mobilenet_v2", {"features.0.0"}),
+                                         ("efficientnet", {"efficientnet.embeddings.convolution"}),
                                          ("squeeze_excite", {"stem"})])
 def test_first_conv_only_on_the_input(name, first):
     """first_conv is about the images' 3 colour channels: it fires on the convolution that reads the model's

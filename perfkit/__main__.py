@@ -9,10 +9,10 @@
 - ``record [EXPERIMENT ...] --out DIR [--quick] [--archive FILE.tar.gz] [--no-progress] [--no-resume]``:
   measure and write ``DIR/<device-slug>/<experiment>.csv`` + ``.json`` (see :mod:`perfkit.book.record`).
 - ``advise package.module:build_model --input 8x3x224x224 [--input 8x1024:int64] [--dtype bfloat16]
-  [--spec H100-SXM] [--inference] [--no-meta] [--csv FILE]``: build the model (on the meta device
-  unless ``--no-meta``: no weight is allocated), run :func:`perfkit.advise` on inputs of those shapes
-  (float32 unless ``:dtype`` says otherwise, e.g. ``:int64`` for token ids) and print the advice;
-  ``--csv`` also writes the findings.
+  [--spec H100-SXM] [--inference] [--no-meta] [--csv FILE] [--step-time SECONDS]``: build the model (on
+  the meta device unless ``--no-meta``: no weight is allocated), run :func:`perfkit.advise` on inputs
+  of those shapes (float32 unless ``:dtype`` says otherwise, e.g. ``:int64`` for token ids) and print
+  the advice; ``--csv`` also writes the findings, ``--step-time`` the MFU of a step timed at SECONDS.
 
 Exit codes: 0 success, 1 an experiment failed, 2 bad usage (unknown experiment, CPU recording into
 the repository's ``data/``), 130 interrupted.
@@ -72,6 +72,8 @@ def _parser() -> argparse.ArgumentParser:
     pa.add_argument("--inference", action="store_true", help="advise a forward pass (default: a training step)")
     pa.add_argument("--no-meta", action="store_true", help="build and run the model for real (not on meta)")
     pa.add_argument("--csv", metavar="FILE", default=None, help="also write the findings to this CSV file")
+    pa.add_argument("--step-time", metavar="SECONDS", type=float, default=None,
+                    help="a step's measured time: also print its model FLOPs utilization (MFU)")
     return p
 
 
@@ -111,10 +113,13 @@ def _advise(args: argparse.Namespace) -> int:
             model = factory()
         advice = advise(model, inputs if len(inputs) > 1 else inputs[0], args.dtype, args.spec,
                         training=not args.inference, meta=meta)
+        mfu = advice.mfu(args.step_time) if args.step_time is not None else None
     except (TypeError, ValueError, LookupError) as e:
         print(f"perfkit advise: {e}", file=sys.stderr)
         return 2
     print(advice)
+    if mfu is not None:
+        print(f"measured step of {args.step_time:g} s: {mfu}")
     if args.csv:
         advice.findings.to_csv(args.csv, index=False)
         print(f"findings written to {args.csv}")

@@ -850,6 +850,16 @@ def test_cli_inference_and_no_meta(capsys, monkeypatch):
     assert "forward pass" in out and "float16" in out and "real forward pass" in out
 
 
+def test_cli_step_time_prints_the_mfu(capsys):
+    assert main(["advise", "perfkit.zoo:lstm_lm", "--input", "20x35:int64", "--spec", H100, "--step-time",
+                 "0.002"]) == 0
+    out = capsys.readouterr().out
+    assert "measured step of 0.002 s:" in out and "MFU" in out and "989 TFLOP/s dense datasheet peak" in out
+    assert main(["advise", "perfkit.zoo:lstm_lm", "--input", "20x35:int64", "--spec", H100, "--step-time",
+                 "-1"]) == 2
+    assert "step_time_s" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv, words", [
     (["perfkit.zoo:no_such_builder", "--input", "2x3"], ["cannot load"]),
     (["no_such_module_xyz:f", "--input", "2x3"], ["cannot load"]),

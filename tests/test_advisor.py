@@ -222,6 +222,24 @@ def test_a_tied_head_is_padded_with_its_embedding_not_by_padded_linear():
     assert "tied to wte" in fix and "resize_token_embeddings(50304)" in fix and "untie" in fix
 
 
+def test_x_at_a_weight_is_a_linear_layer_and_only_nn_linear_gets_padded_linear():
+    class Conv1D(nn.Module):  # GPT-2's (transformers): y = x @ W + b with W of shape (in, out)
+        def __init__(self, nx: int, nf: int):
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(nx, nf))
+            self.bias = nn.Parameter(torch.zeros(nf))
+
+        def forward(self, x):
+            return torch.addmm(self.bias, x.view(-1, x.shape[-1]), self.weight).view(*x.shape[:-1], -1)
+
+    a = advise(nn.Sequential(Conv1D(768, 2301), nn.GELU(), nn.Linear(2301, 768)), torch.randn(8, 1024, 768))
+    ops = [op.op for op in a.ops if op.is_gemm]
+    assert ops == ["linear", "linear"] and a.ops[0].params["out_features"] == 2301
+    fixes = rule(a, "alignment").set_index("layer")["fix"]
+    assert "where the model is defined" in fixes["0"] and "Conv1D" in fixes["0"]
+    assert "pk.padded_linear(model[2]" in fixes["2"]
+
+
 def test_a_conv1d_is_never_given_padded_conv2d():
     net = nn.Sequential(nn.Conv1d(1, 500, 10, stride=5), nn.GELU(), nn.Conv1d(500, 500, 3))
     a = advise(net, torch.randn(8, 1, 16000))

@@ -25,7 +25,7 @@ from .measure import measure_advice
 from .ops import GEMM_OPS, Op, map_call
 from .price import COLUMNS, Pricer
 from .context import Context
-from .dataflow import shared_width_ops, tied_weights
+from .dataflow import paddable_layers, shared_width_ops, tied_weights
 from .rules import RULES, apply_rules
 
 __all__ = ["Advice", "FINDING_COLUMNS", "MFU", "UNMAPPED_COLUMNS", "advise", "advised_spec"]
@@ -310,7 +310,8 @@ def advise(model: Any, example_inputs: Any, dtype: Any = "bfloat16", spec: Any =
         rows += op_rows
     layers = pd.DataFrame(rows, columns=list(COLUMNS))
     step_s = float(layers["predicted_s"].sum()) if len(layers) else 0.0
-    ctx = Context(ops, pricer, step_s, times, shared_width_ops(cap.calls, ops), tied_weights(model))
+    ctx = Context(ops, pricer, step_s, times, shared_width_ops(cap.calls, ops), tied_weights(model),
+                  paddable_layers(model))
     found = apply_rules(ctx, chosen) if step_s else []
     table = pd.DataFrame(found, columns=[*FINDING_COLUMNS, "_op", "_fixed", "_per_work"])
     table["order"] = table["severity"].map(_ORDER)

@@ -20,8 +20,8 @@ MIN_SHARE = 0.005
 @dataclass
 class Context:
     """The ops, their pricer, the step's predicted seconds, each op's seconds, and what the data's paths
-    say: which GEMMs write a width shared with other layers (a residual stream) and which layers' weights
-    are tied to others'."""
+    say: which GEMMs write a width shared with other layers (a residual stream), which layers' weights
+    are tied to others', and which layers perfkit's padding tools take (:func:`.dataflow.paddable_layers`)."""
 
     ops: list[Op]
     pricer: Pricer
@@ -29,6 +29,7 @@ class Context:
     times: dict[int, float]  # op index → predicted seconds
     shared: frozenset[int] = frozenset()  # op indices whose output width is shared (dataflow.shared_width_ops)
     tied: dict[str, list[str]] = field(default_factory=dict)  # layer → layers whose weight is the same tensor
+    paddable: dict[str, str] = field(default_factory=dict)  # layer → "linear" or "conv2d": what pk pads
 
     @property
     def dtype(self) -> str:

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from torch import nn
+
 from .capture import Call, TensorInfo
 from .ops import Op
 
-__all__ = ["shared_width_ops", "tied_weights"]
+__all__ = ["paddable_layers", "shared_width_ops", "tied_weights"]
 
 #: How many ops back from an addition the search for the GEMM that wrote its operand goes.
 MAX_HOPS = 8
@@ -95,3 +97,11 @@ def tied_weights(model: Any) -> dict[str, list[str]]:
         if name.endswith(".weight") or name == "weight":
             names.setdefault(id(p), []).append(name.removesuffix("weight").removesuffix("."))
     return {m: [o for o in group if o != m] for group in names.values() if len(group) > 1 for m in group}
+
+
+def paddable_layers(model: Any) -> dict[str, str]:
+    """Module name → ``"linear"`` or ``"conv2d"`` for the layers :func:`perfkit.padded_linear` and
+    :func:`perfkit.padded_conv2d` take (``nn.Linear``, ``nn.Conv2d`` and their subclasses); a GPT-2
+    ``Conv1D`` or an ``nn.Conv1d`` is neither: its fix is made where the model is defined."""
+    return {name: "linear" if isinstance(m, nn.Linear) else "conv2d" for name, m in model.named_modules()
+            if isinstance(m, (nn.Linear, nn.Conv2d))}

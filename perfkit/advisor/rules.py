@@ -72,13 +72,16 @@ def _tool(ctx: Context, op: Op, new: dict, mult: dict) -> str:
         return (f"its weight is tied to {others}'s, so pad both: a vocabulary of {new['out_features']} (in "
                 f"transformers, model.resize_token_embeddings({new['out_features']}); in your own model, its "
                 "vocab_size). pk.padded_linear would copy the weight and untie them")
-    if op.op == "linear":
+    if op.op == "linear" and ctx.paddable.get(op.layer) == "linear":
         return f"pk.padded_linear({ref(op.layer)}, multiple={max(mult.values())})"
-    if op.op == "conv" and op.params["dims"] == 2:
+    if op.op == "linear":
+        return f"change it where the model is defined (perfkit pads nn.Linear layers; this is a {op.module})"
+    if op.op == "conv" and ctx.paddable.get(op.layer) == "conv2d" and op.params["groups"] == 1:
         return (f"pk.padded_conv2d({ref(op.layer)}, in_multiple={mult.get('C', 1)}, "
                 f"out_multiple={mult.get('K', 1)})")
     if op.op == "conv":
-        return "change them where the model is defined (perfkit pads Linear and Conv2d layers, not Conv1d)"
+        return (f"change them where the model is defined (perfkit pads nn.Linear and nn.Conv2d layers; this is "
+                f"a {op.module})")
     return "choose a head size that is a multiple of 8 (64 or 128 are common)"
 
 

@@ -207,9 +207,11 @@ def _first_conv(ctx: Context) -> Iterable[dict]:
         saving = ctx.saving(op, fixed)
         yield finding(op, "first_conv", f"a convolution on {C} input channels: Tensor Core kernels want "
                       f"{'4 (with stride 2) or ' if strided else ''}{a}." + _untested(saving),
-                      f"pad the input channels {C} → {target}: pk.padded_conv2d({ref(op.layer)}, "
-                      f"in_multiple={target}), and pad the images once in the data pipeline "
-                      "(PaddedConv2d.pad_input)", saving, fixed)
+                      f"pad the input channels {C} → {target}: " + (
+                          f"pk.padded_conv2d({ref(op.layer)}, in_multiple={target}), and pad the images once in "
+                          "the data pipeline (PaddedConv2d.pad_input)" if ctx.paddable.get(op.layer) == "conv2d"
+                          else f"a zero channel in the data pipeline and in this {op.module}'s weights"),
+                      saving, fixed)
 
 
 def _layout(ctx: Context) -> Iterable[dict]:

@@ -213,7 +213,8 @@ class MFU:
         return self.flop_s / self.ceiling_flop_s
 
     def __str__(self) -> str:
-        return (f"{self.flop_s / 1e12:.1f} TFLOP/s in {self.dtype} on {self.device}: MFU {format_percent(self.of_peak)} "
+        return (f"{self.flop_s / 1e12:.1f} TFLOP/s in {self.dtype} on {self.device}: "
+                f"MFU {format_percent(self.of_peak)} "
                 f"of the {self.peak_flop_s / 1e12:.0f} TFLOP/s dense datasheet peak, "
                 f"{format_percent(self.of_ceiling)} of the {self.ceiling_flop_s / 1e12:.0f} TFLOP/s achievable")
 

@@ -91,15 +91,17 @@ def _gemm(ctx: Context, op: Op, ridge: float) -> dict | None:
     s, o = itemsize(ctx.dtype), output_itemsize(ctx.dtype)
     if op.op == "conv":  # the input is read once per pass, reused across the output channels and filter taps
         g = p["groups"]
-        x, w, y = p["N"] * p["C"] * p["H"] * p["W"], p["K"] * (p["C"] // g) * p["R"] * p["S"], p["N"] * p["K"] * p["P"] * p["Q"]
+        x, y = p["N"] * p["C"] * p["H"] * p["W"], p["N"] * p["K"] * p["P"] * p["Q"]
+        w = p["K"] * (p["C"] // g) * p["R"] * p["S"]
         dims = (p["N"] * p["P"] * p["Q"], p["K"], (p["C"] // g) * p["R"] * p["S"])
         parts = (s * w, s * x, o * y)
     else:
         dims = (r["M"], r["N"], r["K"])
-        parts = (s * r["K"] * r["N"] * r["batch"], s * r["M"] * r["K"] * r["batch"], o * r["M"] * r["N"] * r["batch"])
+        b = r["batch"]
+        parts = (s * r["K"] * r["N"] * b, s * r["M"] * r["K"] * b, o * r["M"] * r["N"] * b)
     # each part of the bytes is reused across one dimension: the weights across the batch, the input across
     # the outputs, the output across the inner size; the smallest of them sets the intensity
-    terms = [b / r["flops"] for b in parts]
+    terms = [part / r["flops"] for part in parts]
     top = max(terms)
     limiting = [i for i in range(3) if terms[i] >= 0.5 * top]
     listed = " and ".join(f"{names[i]} ({dims[i]})" for i in limiting)
@@ -118,7 +120,8 @@ def _gemm(ctx: Context, op: Op, ridge: float) -> dict | None:
 
 def _pointwise(ctx: Context, op: Op) -> dict:
     t, p = ctx.times[op.index], op.params
-    share = f"{op.name or op.op} on {tuple(p['shape'])} takes {t / ctx.step_s:.1%} of the step, all of it moving bytes."
+    share = (f"{op.name or op.op} on {tuple(p['shape'])} takes {t / ctx.step_s:.1%} of the step, all of it "
+             "moving bytes.")
     if itemsize(ctx.dtype) >= 4:
         params = {k: v for k, v in p.items() if k not in ("shape", "frozen", "nhwc")}
         passes = ("forward", "backward") if ctx.pricer.training else ("forward",)
@@ -132,7 +135,7 @@ def _pointwise(ctx: Context, op: Op) -> dict:
         return finding(op, "memory_bound", share + " Batch norm in NCHW.",
                        "model.to(memory_format=torch.channels_last): cuDNN's NHWC batch norm, and no transposes "
                        "around the convolutions (the layout finding prices those)")
-    if op.op in _POINTWISE:
+    if op.op in _POINTWISE and op.index and ctx.ops[op.index - 1].is_gemm:
         return finding(op, "memory_bound", share, "fuse it into the GEMM before it: torch.compile(model, "
                        "mode='max-autotune') runs such pointwise ops in the GEMM's epilogue (its whole pass saved)",
                        t)

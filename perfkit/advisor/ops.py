@@ -154,7 +154,8 @@ def _map_one(call: Call, training: bool) -> tuple[Op | None, str]:
     if op == "scaled_dot_product_attention":
         q, k, v = call.args[0], _arg(call, 1, "key"), _arg(call, 2, "value")
         return mk("attention", batch=math.prod(q.shape[:-2]), L=q.shape[-2], S=k.shape[-2], E=q.shape[-1],
-                  Ev=v.shape[-1], causal=bool(_arg(call, 5, "is_causal", False)), heads=q.shape[-3] if len(q.shape) > 3 else 1)
+                  Ev=v.shape[-1], causal=bool(_arg(call, 5, "is_causal", False)),
+                  heads=q.shape[-3] if len(q.shape) > 3 else 1)
     if op in _RNN:
         if isinstance(call.args[1], TensorInfo) and len(call.args[1].shape) == 1:
             return None, "packed sequences are not mapped"

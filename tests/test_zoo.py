@@ -24,6 +24,7 @@ def _meta(builder, **kwargs):
     (zoo.llama, zoo.LLAMA_CONFIGS["7B"], 6_738_415_616),
     (zoo.llama, zoo.LLAMA_CONFIGS["3B"], 3_426_473_600),     # OpenLLaMA-3B
     (zoo.llama, zoo.LLAMA_CONFIGS["13B"], 13_015_864_320),   # LLaMA-13B
+    (zoo.vit_b_16, {}, 86_567_656),                          # torchvision vit_b_16
 ])
 def test_parameter_counts(builder, kwargs, expected):
     model = _meta(builder, **kwargs)
@@ -97,6 +98,30 @@ def test_mobilenet_v2_width_mult_rounds_channels_to_8():
     assert names["classifier.1"].in_features == 1280  # the last conv never narrows
     names = dict(_meta(zoo.mobilenet_v2, width_mult=1.4).named_modules())
     assert names["features.0.0"].out_channels == 48 and names["classifier.1"].in_features == 1792
+
+
+def test_vit_b_16_torchvision_names():
+    model = _meta(zoo.vit_b_16)
+    names = dict(model.named_modules())
+    block = "encoder.layers.encoder_layer_0"
+    for name in ("conv_proj", "encoder", "encoder.dropout", f"{block}.ln_1", f"{block}.self_attention",
+                 f"{block}.self_attention.out_proj", f"{block}.dropout", f"{block}.ln_2", f"{block}.mlp.0",
+                 f"{block}.mlp.1", f"{block}.mlp.2", f"{block}.mlp.3", f"{block}.mlp.4",
+                 "encoder.layers.encoder_layer_11", "encoder.ln", "heads.head"):
+        assert name in names, name
+    assert "encoder.layers.encoder_layer_12" not in names
+    conv = names["conv_proj"]
+    assert (conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride) == (3, 768, (16, 16), (16, 16))
+    attention = names[f"{block}.self_attention"]
+    assert isinstance(attention, torch.nn.MultiheadAttention) and attention.batch_first
+    assert (attention.embed_dim, attention.num_heads, attention.in_proj_weight.shape) == (768, 12, (2304, 768))
+    assert (names[f"{block}.mlp.0"].in_features, names[f"{block}.mlp.0"].out_features) == (768, 3072)
+    assert (names[f"{block}.mlp.3"].in_features, names[f"{block}.mlp.3"].out_features) == (3072, 768)
+    assert isinstance(names[f"{block}.mlp.1"], torch.nn.GELU) and isinstance(names[f"{block}.mlp.4"], torch.nn.Dropout)
+    assert names[f"{block}.ln_1"].eps == 1e-6 and names["encoder.ln"].eps == 1e-6
+    assert model.seq_length == 197 and model.class_token.shape == (1, 1, 768)
+    assert model.encoder.pos_embedding.shape == (1, 197, 768)
+    assert (names["heads.head"].in_features, names["heads.head"].out_features) == (768, 1000)
 
 
 def test_llama_names_and_buffers():
@@ -176,6 +201,44 @@ def test_inverted_residual_adds_its_input_only_when_shapes_match():
     assert zoo.InvertedResidual(8, 16, stride=1, expand_ratio=1)(x).shape == (2, 16, 6, 6)
 
 
+def test_vit_tiny_forward_classifies_the_class_token():
+    torch.manual_seed(0)
+    model = zoo.vit_b_16(num_classes=7, image_size=32, patch_size=16, dim=32, layers=2, heads=4, mlp_dim=64)
+    assert model.seq_length == 5  # 2 × 2 patches and the class token
+    x = torch.randn(3, 3, 32, 32)
+    y = _finite_forward(model, x)
+    assert y.shape == (3, 7)
+    y.sum().backward()
+    assert model.encoder.layers.encoder_layer_0.self_attention.in_proj_weight.grad is not None
+    model.eval()
+    tokens = torch.cat([model.class_token.expand(3, -1, -1), model._process_input(x)], dim=1)
+    torch.testing.assert_close(model(x), model.heads(model.encoder(tokens)[:, 0]))
+    block = model.encoder.layers.encoder_layer_0  # x + attention(ln_1(x)), then + mlp(ln_2(·))
+    h = block.ln_1(tokens)
+    mid = tokens + block.self_attention(h, h, h, need_weights=False)[0]
+    torch.testing.assert_close(block(tokens), mid + block.mlp(block.ln_2(mid)))
+    with pytest.raises(ValueError, match="32, 32"):
+        model(torch.randn(1, 3, 48, 48))
+
+
+def test_the_advisor_sees_the_vits_attention():
+    """nn.MultiheadAttention is one function call inside: the advisor maps it (nothing unmapped) and counts
+    the FLOPs torch's own counter counts."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    import perfkit as pk
+
+    model = _meta(zoo.vit_b_16)
+    images = torch.zeros(8, 3, 224, 224, device="meta")
+    advice = pk.advise(model, images, spec="H100-SXM")
+    assert advice.unmapped.empty
+    assert "attention" in set(advice.layers["op"])
+    forward = pk.advise(model, images, spec="H100-SXM", training=False)
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        model(images)
+    assert forward.flops == pytest.approx(counter.get_total_flops(), rel=0.01)
+
+
 @pytest.mark.parametrize("layers", [1, 2])
 def test_lstm_lm_small_forward(layers):
     torch.manual_seed(0)
@@ -226,6 +289,7 @@ def test_llama_configs_forward_on_meta(config):
     (zoo.resnext50_32x4d, lambda: torch.zeros(8, 3, 224, 224), (8, 1000)),
     (zoo.mobilenet_v2, lambda: torch.zeros(8, 3, 224, 224), (8, 1000)),
     (zoo.lstm_lm, lambda: torch.zeros(20, 35, dtype=torch.long), (20, 35, 10000)),
+    (zoo.vit_b_16, lambda: torch.zeros(8, 3, 224, 224), (8, 1000)),
 ])
 def test_default_models_forward_on_meta(builder, x, shape):
     with torch.device("meta"):
@@ -255,6 +319,12 @@ def test_default_models_forward_on_meta(builder, x, shape):
     (zoo.llama, {"dim": 4000, "heads": 32}, "heads"),
     (zoo.llama, {"dim": 96, "heads": 32}, "even"),
     (zoo.llama, {"context": 0}, "context"),
+    (zoo.vit_b_16, {"image_size": 200}, "patch_size"),
+    (zoo.vit_b_16, {"patch_size": 0}, "patch_size"),
+    (zoo.vit_b_16, {"dim": 100}, "heads"),
+    (zoo.vit_b_16, {"mlp_dim": 0}, "mlp_dim"),
+    (zoo.vit_b_16, {"num_classes": 0}, "num_classes"),
+    (zoo.vit_b_16, {"attention_dropout": 1.5}, "attention_dropout"),
 ])
 def test_bad_arguments_raise_value_error(builder, kwargs, name):
     with pytest.raises(ValueError, match=name):

@@ -16,10 +16,12 @@ train mode. Layers carry readable names for :meth:`~torch.nn.Module.named_module
 - :func:`llama` — 6,738,415,616 (7B, the default); ``llama(**LLAMA_CONFIGS["3B"])`` 3,426,473,600;
   ``LLAMA_CONFIGS["13B"]`` 13,015,864,320; ``embed``, ``layers.0.attention.wq`` (``wk wv wo``),
   ``layers.0.feed_forward.w1`` (``w2 w3``), ``norm``, ``output``.
+- :func:`vit_b_16` — 86,567,656 (torchvision's ``vit_b_16``); torchvision's names: ``conv_proj``,
+  ``encoder.layers.encoder_layer_0.self_attention`` (an ``nn.MultiheadAttention``), ``….mlp.0``, ``heads.head``.
 
 :func:`parameter_count` counts a model's distinct parameters (a tied weight once). The builders live in
-``transformers`` (GPT-2, LLaMA), ``cnn`` (ResNet-50, ResNeXt-50, MobileNetV2) and ``rnn`` (the LSTM);
-every name is also here, as ``perfkit.zoo.<name>``.
+``transformers`` (GPT-2, LLaMA), ``vit`` (ViT-B/16), ``cnn`` (ResNet-50, ResNeXt-50, MobileNetV2) and
+``rnn`` (the LSTM); every name is also here, as ``perfkit.zoo.<name>``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ._common import parameter_count
 from .cnn import Bottleneck, InvertedResidual, MobileNetV2, ResNet50, mobilenet_v2, resnet50, resnext50_32x4d
 from .rnn import LSTMLanguageModel, lstm_lm
 from .transformers import GPT2, LLAMA_CONFIGS, Llama, RMSNorm, gpt2_small, llama
+from .vit import VisionTransformer, vit_b_16
 
 # The parts and helpers perfkit.zoo has always exposed (tests and readers use zoo._rotate, …).
 from ._common import _check_tokens, _heads_divide, _probability  # noqa: F401  (re-exported)
@@ -37,4 +40,4 @@ from .transformers import (GPT2MLP, GPT2Attention, GPT2Block, LlamaAttention, Ll
 
 __all__ = ["GPT2", "ResNet50", "Bottleneck", "LSTMLanguageModel", "Llama", "RMSNorm", "LLAMA_CONFIGS",
            "MobileNetV2", "InvertedResidual", "gpt2_small", "resnet50", "resnext50_32x4d", "mobilenet_v2",
-           "lstm_lm", "llama", "parameter_count"]
+           "lstm_lm", "llama", "VisionTransformer", "vit_b_16", "parameter_count"]

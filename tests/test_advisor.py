@@ -190,8 +190,23 @@ def test_alignment_of_the_tokens_is_one_model_level_finding():
     a = advise(Head(1024, 1024), torch.randn(8191, 1024))
     hits = rule(a, "alignment")
     assert hits["layer"].tolist() == [""]  # the model itself, as named_modules() names it
-    assert "8191 tokens" in hits.iloc[0].message and "in 2 linear layers" in hits.iloc[0].message
-    assert "8192 tokens" in hits.iloc[0].fix
+    assert "8191 rows per step" in hits.iloc[0].message and "in 2 linear layers" in hits.iloc[0].message
+    assert "(e.g. 8192)" in hits.iloc[0].fix
+
+
+def test_alignment_of_the_rows_is_one_finding_per_row_count():
+    class Patches(nn.Module):  # a ViT's blocks see batch × 197 rows, its classifier the batch
+        def __init__(self):
+            super().__init__()
+            self.block = nn.Linear(768, 768)
+            self.head = nn.Linear(768, 1000)
+
+        def forward(self, x):
+            return self.head(self.block(x)[:, 0])
+
+    hits = rule(advise(Patches(), torch.randn(100, 197, 768)), "alignment")
+    assert sorted(hits["message"].str.extract(r"^(\d+) rows")[0].astype(int)) == [100, 19700]
+    assert all("in 1 linear layer " in m for m in hits["message"])
 
 
 def test_alignment_prices_padded_tokens_at_the_same_batch_and_leaves_tiny_batches_alone():
@@ -494,6 +509,7 @@ def test_conv_rows_are_conv_gemms_and_the_first_conv_has_no_dgrad():
     conv2 = a.layers[(a.layers["layer"] == "conv2") & (a.layers["op"] == "conv")]
     assert conv2["pass"].tolist() == ["forward", "dgrad", "wgrad"]
     g2 = pk.conv_gemms(8, 64, 32, 32, 128, 3, 3, stride=2, padding=1)
+    g2["dgrad"] = (8 * 16 * 16, 64, 128 * 9)  # the forward's multiply-adds: stride 2 has 1/4 of N·H·W's
     for r in conv2.to_dict("records"):
         assert (r["M"], r["N"], r["K"]) == g2[r["pass"]]
     inference = advise(ConvNet(), torch.randn(8, 3, 64, 64), training=False)

@@ -249,6 +249,36 @@ def test_training_flops_of_gpt2():
     assert 2.0 <= step / forward <= 3.0 + 1e-9
 
 
+@pytest.mark.parametrize("name", ["resnet50", "vit_b_16", "bert"])
+def test_training_flops_match_torch_flop_counter(name):
+    """A training step's FLOPs against FlopCounterMode over forward and backward: ResNet-50's strided
+    convolutions (an input gradient has the forward's multiply-adds, not stride² times more), ViT-B/16's
+    nn.MultiheadAttention, BERT's encoder (no causal attention here: the counter counts the whole L×S)."""
+    if name in MODELS:
+        model, inputs = build(name)
+    else:
+        with torch.device("meta"):
+            model, inputs = getattr(pk.zoo, name)(), _meta(8, 3, 224, 224)
+    advice = pk.advise(model, inputs, BF16, H100, training=True)
+    model.train()
+    with FlopCounterMode(display=False) as counter:
+        out = call(model, inputs)
+        (out if isinstance(out, torch.Tensor) else out.logits).float().sum().backward()
+    assert advice.flops == pytest.approx(counter.get_total_flops(), rel=0.01)
+
+
+def test_training_flops_of_a_grouped_convolution():
+    """A depthwise convolution's step is 3× its forward multiply-adds (forward, input and weight gradients).
+    torch's FlopCounterMode counts a grouped convolution's input gradient as if it were dense (groups ×
+    too many), so the reference here is the arithmetic: 2·N·P·Q·K·(C/groups)·R·S per pass."""
+    with torch.device("meta"):
+        model = nn.Sequential(nn.Conv2d(32, 96, 1), nn.Conv2d(96, 96, 3, padding=1, groups=96))
+    advice = pk.advise(model, _meta(8, 32, 56, 56), BF16, H100, training=True)
+    forward = 2 * 8 * 56 * 56 * 96 * 1 * 9
+    depthwise = advice.layers[advice.layers["layer"] == "1"]
+    assert depthwise["flops"].sum() == 3 * forward and set(depthwise["op"]) == {"conv.direct"}
+
+
 # ------------------------------------------------------------------------------------------- c. MFU
 def test_mfu_against_peak_and_ceiling():
     _, _, advice = advised("gpt2", True)

@@ -72,10 +72,18 @@ class Advice:
         """FLOPs of one step in its GEMMs (linear, convolution, matmul, attention, recurrent; forward, and
         backward in training): the model FLOPs of :meth:`mfu`. Causal attention counts the half of QKᵀ and PV
         its kernels compute (``FlopCounterMode`` counts the whole L×S); memory-bound ops count none."""
+        return float(self.layers.loc[self._gemm_rows(), "flops"].sum()) if len(self.layers) else 0.0
+
+    @property
+    def forward_flops(self) -> float:
+        """The forward pass's share of :attr:`flops` (what ``FlopCounterMode`` counts on a forward pass)."""
         if not len(self.layers):
             return 0.0
-        gemm = self.layers["op"].str.split(".").str[0].isin(GEMM_OPS)
-        return float(self.layers.loc[gemm & (self.layers["op"] != "conv.nchw_transpose"), "flops"].sum())
+        return float(self.layers.loc[self._gemm_rows() & (self.layers["pass"] == "forward"), "flops"].sum())
+
+    def _gemm_rows(self) -> pd.Series:
+        kind = self.layers["op"].str.split(".").str[0]
+        return kind.isin(GEMM_OPS) & (self.layers["op"] != "conv.nchw_transpose")
 
     @property
     def memory_bound_share(self) -> float:

@@ -7,7 +7,9 @@ a rule can change a parameter (pad a dimension, grow the batch) and price the re
 
 GEMMs follow :mod:`perfkit.shapes` (NVIDIA's conventions): forward, ``dgrad`` (the input's gradient,
 left out where the input needs none, as for the images a first convolution reads) and ``wgrad`` (the
-weight's) in training. A grouped convolution or a batched matmul is a batch of equal GEMMs;
+weight's) in training. A convolution's ``dgrad`` is taken as ``(N·P·Q, C, K·R·S)``: the same
+multiply-adds as its forward pass, which is what a strided convolution's input gradient does
+(NVIDIA's ``(N·H·W, C, K·R·S)`` counts stride² times too many). A grouped convolution or a batched matmul is a batch of equal GEMMs;
 ``F.scaled_dot_product_attention`` is one fused kernel per pass whose GEMMs (QKᵀ and PV, four more
 backward) never write the L×S scores; a causal mask halves the rows each GEMM computes. A recurrent
 layer is an input GEMM over all steps and a recurrent GEMM repeated once per step (its weight
@@ -269,10 +271,10 @@ def _linear(p: dict, training: bool) -> list[tuple[str, str, Gemm]]:
 def _conv(p: dict, training: bool) -> list[tuple[str, str, Gemm]]:
     g = p["groups"]
     C, K = p["C"] // g, p["K"] // g
-    npq, nhw, rs = p["N"] * p["P"] * p["Q"], p["N"] * p["H"] * p["W"], p["R"] * p["S"]
+    npq, rs = p["N"] * p["P"] * p["Q"], p["R"] * p["S"]
     out = [("forward", "", Gemm(npq, K, C * rs, g))]
     if training and p["input_grad"]:
-        out.append(("dgrad", "", Gemm(nhw, C, K * rs, g)))
+        out.append(("dgrad", "", Gemm(npq, C, K * rs, g)))  # as many MACs as forward, at any stride
     if training and p.get("weight_grad", True):
         out.append(("wgrad", "", Gemm(C * rs, K, npq, g)))
     return out

@@ -112,15 +112,20 @@ def _alignment(ctx: Context) -> Iterable[dict]:
         msg = f"{listed} {'are not multiples' if len(bad) > 1 else 'is not a multiple'} of {a} ({ctx.dtype}: 16 bytes)."
         yield finding(op, "alignment", msg + _untested(saving), f"pad {change}: {_tool(ctx, op, new, mult)}",
                       saving, fixed)
-    # a batch below the multiple runs as a matrix-vector product: padding it would only add rows
-    tokens = [op for op in ctx.ops if op.op == "linear" and op.params["tokens"] % a and op.params["tokens"] > a]
-    if tokens:
-        n = tokens[0].params["tokens"]
-        saving = sum(ctx.saving(op, op.with_params(tokens=pad_to_multiple(op.params["tokens"], a))) for op in tokens)
-        yield finding("", "alignment", f"{n} tokens per step (batch × sequence) is not a multiple of {a}, in "
-                      f"{len(tokens)} linear layers (priced at the same batch: the padded rows are extra work)."
-                      + _untested(saving), f"make batch × sequence a multiple of {a} (e.g. {pad_to_multiple(n, a)} "
-                      "tokens, padding the last sequences)", saving)
+    # one finding per row count (a ViT's blocks see batch × 197 rows, its head the batch); a batch below the
+    # multiple runs as a matrix-vector product: padding it would only add rows
+    rows: dict[int, list[Op]] = {}
+    for op in ctx.ops:
+        n = op.params.get("tokens", 0) if op.op == "linear" else 0
+        if n % a and n > a:
+            rows.setdefault(n, []).append(op)
+    for n, ops in rows.items():
+        target = pad_to_multiple(n, a)
+        saving = sum(ctx.saving(op, op.with_params(tokens=target)) for op in ops)
+        yield finding("", "alignment", f"{n} rows per step (batch × positions) is not a multiple of {a}, in "
+                      f"{len(ops)} linear layer{'s' if len(ops) > 1 else ''} (priced at the same batch: the padded "
+                      "rows are extra work)." + _untested(saving), f"make the rows per step a multiple of {a} "
+                      f"(e.g. {target}), through the batch or the sequence length", saving)
 
 
 def _efficiency(ctx: Context, op: Op) -> tuple[float, dict] | None:
@@ -199,8 +204,8 @@ def _first_conv(ctx: Context) -> Iterable[dict]:
         if (op.op != "conv" or p["C"] >= a or p["groups"] != 1 or p["dims"] != 2
                 or not p.get("reads_input")):
             continue  # a Conv1d has no padded layer in perfkit; a narrow conv inside the model is alignment's
-        stride = p["stride"]
-        strided = min(stride) >= 2 if isinstance(stride, (tuple, list)) else stride >= 2
+        stride = tuple(p["stride"]) if isinstance(p["stride"], (tuple, list)) else (p["stride"],) * 2
+        strided = stride == (2, 2)  # NVIDIA: 4 channels suffice "if a stride of 2 is used"
         C = p["C"]
         target = 4 if strided and C < 4 else a
         fixed = op.with_params(C=target)

@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 import perfkit as pk
 from perfkit.advisor import RULES
@@ -121,7 +122,9 @@ def test_problem_1_counts_the_linear_layers_the_token_finding_names():
     advice = _advise(pk.zoo.gpt2_small, (7, 1023), rules=["alignment"])
     token = advice.findings.query("rule == 'alignment' and layer == ''").iloc[0]
     n = pk.book.problems.answer("advisor-1")
-    assert f"in {n} linear layers" in token.message and "7161 tokens" in token.message
+    assert f"in {n} linear layers" in token.message and "7161 rows per step" in token.message
+    # the solution: priced at the same batch, the padded rows are extra work and save nothing the model prices
+    assert token.severity == "info" and token.predicted_saving_s <= 0
     assert "wrong" == pk.book.problems.check("advisor-1", n + 1).status
     assert "lm_head" in pk.book.problems.check("advisor-1", n - 1).message
     assert "batch × sequence" in pk.book.problems.check("advisor-1", 0).message
@@ -178,6 +181,29 @@ def test_rule_summary_is_by_rule_in_seconds_and_none_in_none_out(advices):
     assert "layout" in str(shown)
     layout = by_rule.loc["layout", "predicted_saving_s"]
     assert f"{layout * 1e6:,.0f}" in str(shown)
+
+
+def test_step_summary_splits_each_step_by_what_sets_its_time():
+    from perfkit.book.check_your_model.experiments import step_summary
+
+    assert step_summary(None) is None and step_summary({}) is None
+    cnns = {"ResNet-50": _advise(pk.zoo.resnet50, (8, 3, 224, 224), torch.float32),
+            "MobileNetV2": _advise(pk.zoo.mobilenet_v2, (8, 3, 224, 224), torch.float32)}
+    t = step_summary(cnns).set_index("model")
+    assert list(t.columns) == ["predicted_step_s", "forward GFLOP", "memory-bound share", "in direct convolutions"]
+    builders = {"ResNet-50": pk.zoo.resnet50, "MobileNetV2": pk.zoo.mobilenet_v2}
+    for name, advice in cnns.items():
+        assert t.loc[name, "predicted_step_s"] == pytest.approx(advice.step_s)
+        assert t.loc[name, "memory-bound share"] == pytest.approx(advice.memory_bound_share)
+        with torch.device("meta"):
+            model, images = builders[name](), torch.zeros(8, 3, 224, 224)
+        with FlopCounterMode(display=False) as counter, torch.no_grad():
+            model(images)
+        assert t.loc[name, "forward GFLOP"] == pytest.approx(counter.get_total_flops() / 1e9, rel=1e-9)
+    assert t.loc["ResNet-50", "in direct convolutions"] == 0  # dense convolutions are GEMMs
+    direct = cnns["MobileNetV2"].layers.query("op == 'conv.direct'")["predicted_s"].sum()
+    assert direct > 0 and t.loc["MobileNetV2", "in direct convolutions"] == pytest.approx(
+        direct / cnns["MobileNetV2"].step_s)
 
 
 def test_largest_savings_names_each_models_top_rule(advices):

@@ -11,12 +11,12 @@ import importlib
 
 from . import experiments, figures, problems
 from .experiments import (MODELS, advisor_fixes, advisor_layers, finding_savings, largest_savings, model_inputs,
-    rule_summary)
+    rule_summary, step_summary)
 from .figures import plot_advice_vs_measured, plot_fix_savings, plot_savings, plot_step_breakdown
 
 __all__ = ["MODELS", "advisor_fixes", "advisor_layers", "finding_savings", "largest_savings", "model_inputs",
            "plot_advice_vs_measured", "plot_fix_savings", "plot_savings", "plot_step_breakdown",
-           "rule_summary", "experiments", "figures", "problems", "interactive"]
+           "rule_summary", "step_summary", "experiments", "figures", "problems", "interactive"]
 
 
 def __getattr__(name: str):

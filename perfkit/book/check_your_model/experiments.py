@@ -24,7 +24,7 @@ from ..measure import known_names, measured_spec, sweep
 from ..registry import register
 
 __all__ = ["MODELS", "advisor_fixes", "advisor_layers", "finding_savings", "largest_savings", "model_inputs",
-           "rule_summary"]
+           "rule_summary", "step_summary"]
 
 #: Model name → (zoo builder name, GPU keyword arguments, CPU keyword arguments, input shape on a GPU,
 #: input shape on a CPU; integer inputs are token ids).
@@ -189,6 +189,24 @@ def rule_summary(advice: Any) -> pd.DataFrame | None:
                          "predicted_saving_s": t["predicted_saving_s"],
                          "share of the step": t["share"],
                          "example": t["example"].replace("", "(the model)")})
+
+
+def step_summary(advices: Any) -> pd.DataFrame | None:
+    """For each named :class:`~perfkit.advisor.Advice` in ``advices`` (a mapping name → advice): its predicted
+    step in seconds (``predicted_step_s``: show it with ``pk.table(..., seconds=...)``), the FLOPs of its
+    GEMMs' forward passes (``forward GFLOP`` per step: what ``FlopCounterMode`` counts), the share of the
+    step in passes whose time is set by bytes (``Advice.memory_bound_share``) and the share in direct
+    (non-GEMM) convolutions, the ``conv.direct`` rows. Pure: None (or an empty mapping) in → None out."""
+    if not advices:
+        return None
+    rows = []
+    for name, advice in advices.items():
+        layers, step = advice.layers, advice.step_s
+        direct = layers.loc[layers["op"] == "conv.direct", "predicted_s"].sum()
+        rows.append({"model": name, "predicted_step_s": step, "forward GFLOP": advice.forward_flops / 1e9,
+                     "memory-bound share": advice.memory_bound_share,
+                     "in direct convolutions": direct / step if step else 0.0})
+    return pd.DataFrame(rows)
 
 
 def largest_savings(advices: Any) -> pd.DataFrame | None:

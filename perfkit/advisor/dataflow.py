@@ -21,14 +21,12 @@ from typing import Any
 from torch import nn
 
 from .capture import Call, TensorInfo
-from .ops import Op
+from .ops import COMPOSITES, Op
 
 __all__ = ["paddable_layers", "shared_width_ops", "tied_weights"]
 
 #: How many ops back from an addition the search for the GEMM that wrote its operand goes.
 MAX_HOPS = 8
-
-_COMPOSITE = ("multi_head_attention_forward", "_native_multi_head_attention")
 
 
 def _floats(call: Call) -> list[TensorInfo]:
@@ -76,7 +74,7 @@ def shared_width_ops(calls: list[Call], ops: list[Op]) -> frozenset[int]:
     for op in ops:
         if op.is_gemm:
             gemms.setdefault(op.call, []).append(op)
-    shared = {op.index for op in ops if op.is_gemm and op.name in _COMPOSITE}
+    shared = {op.index for op in ops if op.is_gemm and op.name in COMPOSITES}
     by_index = {c.index: c for c in calls}
     for call in calls:
         stream = _widening(call)

@@ -191,7 +191,7 @@ def measure_advice(advice: Any, device: str = "auto", *, fixes: bool = True, pro
     for op in advice.ops:
         predicted = pricer.rows(op)
         fwd = sum(r["predicted_s"] for r in predicted if r["pass"] == "forward")
-        rows.append({"layer": op.layer, "module": op.module, "op": op.name or op.op, "predicted_forward_s": fwd,
+        rows.append({"layer": op.layer, "module": op.module, "op": op.label, "predicted_forward_s": fwd,
                      "predicted_backward_s": sum(r["predicted_s"] for r in predicted) - fwd,
                      **times[op_key(op)]})
     advice.measured = pd.DataFrame(rows, columns=list(MEASURED_COLUMNS))

@@ -63,7 +63,7 @@ def fusion(ctx: Context) -> Iterable[dict]:
         fused = memory_time(chain_bytes(kinds, shape, ctx.dtype, fused=True), ctx.pricer.spec,
                             ceilings=ctx.pricer.ceilings)
         eager = sum(ctx.pricer.rows(o)[0]["predicted_s"] for o in chain)
-        names = " → ".join(o.name or o.op for o in chain)
+        names = " → ".join(o.label for o in chain)
         yield finding(_common_layer([o.layer for o in chain]), "fusion",
                       f"{len(chain)} memory-bound ops in a row ({names}) each read and write the whole tensor "
                       f"{tuple(shape)}.", "fuse them: torch.compile(model) makes one kernel of such chains "
@@ -120,7 +120,7 @@ def _gemm(ctx: Context, op: Op, ridge: float) -> dict | None:
 
 def _pointwise(ctx: Context, op: Op) -> dict:
     t, p = ctx.times[op.index], op.params
-    share = (f"{op.name or op.op} on {tuple(p['shape'])} takes {t / ctx.step_s:.1%} of the step, all of it "
+    share = (f"{op.label} on {tuple(p['shape'])} takes {t / ctx.step_s:.1%} of the step, all of it "
              "moving bytes.")
     if itemsize(ctx.dtype) >= 4:
         params = {k: v for k, v in p.items() if k not in ("shape", "frozen", "nhwc")}

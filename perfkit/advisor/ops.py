@@ -26,7 +26,7 @@ from typing import Any
 from ..shapes import RNN_GATES, linear_gemms, rnn_gemms
 from .capture import Call, TensorInfo
 
-__all__ = ["GEMM_OPS", "Gemm", "Op", "UNMAPPED_OPS", "map_call", "passes"]
+__all__ = ["COMPOSITES", "GEMM_OPS", "Gemm", "Op", "UNMAPPED_OPS", "map_call", "passes"]
 
 #: Recorded ops perfkit has no model for: listed as unmapped.
 UNMAPPED_OPS = frozenset({
@@ -34,6 +34,9 @@ UNMAPPED_OPS = frozenset({
     "instance_norm", "embedding_bag", "max_pool1d", "max_pool3d", "avg_pool1d", "avg_pool3d",
     "interpolate", "upsample", "lstm_cell", "gru_cell", "rnn_tanh_cell",
 })
+
+#: Functions that do a module's whole work in one call (``nn.MultiheadAttention``'s): mapped to several ops.
+COMPOSITES = ("multi_head_attention_forward", "_native_multi_head_attention")
 
 #: Op kinds whose work is GEMMs (everything else is a memory-bound kind of :func:`perfkit.layer_bytes`).
 GEMM_OPS = ("linear", "conv", "matmul", "attention", "rnn")
@@ -71,6 +74,11 @@ class Op:
     @property
     def is_gemm(self) -> bool:
         return self.op in GEMM_OPS
+
+    @property
+    def label(self) -> str:
+        """What the model called: the torch function, or the op's kind for a part of a composite."""
+        return self.op if self.name in COMPOSITES or not self.name else self.name
 
     def with_params(self, **changes: Any) -> "Op":
         """The same op with some parameters changed (a rule's fix)."""
@@ -118,7 +126,7 @@ def _matmul(call: Call, a: TensorInfo, b: TensorInfo) -> dict:
 def map_call(call: Call, training: bool) -> tuple[list[Op], str]:
     """The :class:`Op` s of ``call`` (none if it does no work worth counting; several for a composite such
     as ``nn.MultiheadAttention``) and, when it cannot be mapped, the reason (else "")."""
-    if call.op in ("multi_head_attention_forward", "_native_multi_head_attention"):
+    if call.op in COMPOSITES:
         return _multihead(call, training), ""
     op, reason = _map_one(call, training)
     if op is not None and not op.is_gemm and all(t.is_input for t in _floats(call)):

@@ -738,6 +738,31 @@ def test_multihead_attention_is_its_projections_and_its_attention():
     assert "use F.scaled_dot_product_attention" in " ".join(rule(scores, "memory_bound")["fix"])
 
 
+def test_indexing_a_parameter_table_is_a_lookup_and_slicing_is_free():
+    class Positions(nn.Module):  # Whisper's positional embedding: self.weight[position_ids]
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(448, 256))
+
+        def forward(self, ids):
+            return self.weight[ids]
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pos = Positions()
+            self.fc = nn.Linear(256, 256)
+
+        def forward(self, x):
+            h = x + self.pos(torch.arange(x.shape[1]))
+            return self.fc(h)[:, 0]  # a slice: a view, no work
+
+    a = advise(Model(), torch.randn(8, 64, 256))
+    assert a.unmapped.empty
+    assert [(o.layer, o.op) for o in a.ops] == [("pos", "embedding"), ("", "elementwise"), ("fc", "linear")]
+    assert a.ops[0].params["num_embeddings"] == 448
+
+
 def test_a_leaf_that_runs_nothing_known_is_unmapped():
     a = advise(nn.Sequential(nn.Linear(64, 64), nn.PReLU(), nn.Linear(64, 64), nn.Identity()),
                torch.randn(64, 64))

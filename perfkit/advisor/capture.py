@@ -45,7 +45,7 @@ RECORDED = frozenset({
     "layer_norm", "rms_norm", "batch_norm", "dropout", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
     "add", "sub", "mul", "div", "pow", "rsqrt", "sqrt", "exp", "neg", "where", "masked_fill", "mean", "sum",
     "square", "sin", "cos", "erf", "clamp", "hardtanh", "leaky_relu", "elu", "mish", "softplus",
-    "pad", "adaptive_avg_pool1d", "adaptive_max_pool2d",
+    "pad", "adaptive_avg_pool1d", "adaptive_max_pool2d", "getitem",
     # compute ops with no mapping (listed under unmapped)
     "einsum", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "group_norm",
     "instance_norm", "embedding_bag", "max_pool1d", "max_pool3d", "avg_pool1d", "avg_pool3d",
@@ -139,8 +139,9 @@ def _nhwc(t: torch.Tensor) -> bool:
 #: a check that an attention mask is all ones) they answer True, as an all-ones mask would.
 _VALUE_READS = frozenset({"__bool__", "item"})
 
-#: Recorded ops that only copy their input (their bytes count; where the data came from does not change).
-_COPIES = frozenset({"pad"})
+#: Recorded ops that only copy or index their input (their bytes may count; where the data came from does not
+#: change).
+_COPIES = frozenset({"pad", "getitem"})
 
 
 class _Recorder(TorchFunctionMode):

@@ -180,6 +180,11 @@ def _map_one(call: Call, training: bool) -> tuple[Op | None, str]:
     if out is None or not out.dtype.startswith(("float", "bfloat")) or not out.shape and op != "sum":
         return None, ""
     shape = out.shape or (1,)
+    if op == "getitem":  # table[ids]: a lookup in a parameter (a position table); any other indexing is a view
+        table = call.args[0]
+        if not _is_weight(table) or not out.shape or out.numel <= 1:
+            return None, ""
+        return mk("embedding", shape=shape, num_embeddings=table.shape[0], frozen=not table.requires_grad)
     if op == "embedding":
         w = _arg(call, 1, "weight")
         if not w.requires_grad:  # a frozen table: its backward pass computes nothing

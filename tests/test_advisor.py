@@ -668,13 +668,20 @@ def test_no_hook_or_function_mode_is_left_behind_when_the_forward_raises():
 
 
 # -------------------------------------------------------------------------------------- unmapped
+class Upsample(nn.Module):
+    """Nearest-neighbour upsampling written as F.interpolate (perfkit does not map it)."""
+
+    def forward(self, x):
+        return F.interpolate(x, scale_factor=1)
+
+
 class Odd(nn.Module):
-    """A convolution, a GroupNorm and a ConvTranspose2d (perfkit maps neither), then a classifier."""
+    """A convolution, an upsampling and a ConvTranspose2d (perfkit maps neither), then a classifier."""
 
     def __init__(self) -> None:
         super().__init__()
         self.conv = nn.Conv2d(8, 16, 3, padding=1)
-        self.gn = nn.GroupNorm(4, 16)
+        self.gn = Upsample()
         self.up = nn.ConvTranspose2d(16, 16, 2, stride=2)
         self.fc = nn.Linear(16 * 32 * 32, 64)
 
@@ -686,9 +693,20 @@ def test_unmapped_layers_are_listed_and_the_rest_is_advised():
     a = advise(Odd(), torch.randn(2, 8, 16, 16))
     assert list(a.unmapped.columns) == list(UNMAPPED_COLUMNS)
     assert set(a.unmapped["layer"]) == {"gn", "up"}
-    assert set(a.unmapped["module"]) == {"GroupNorm", "ConvTranspose2d"}
+    assert set(a.unmapped["module"]) == {"Upsample", "ConvTranspose2d"}
     assert set(a.layers["layer"]) == {"conv", "fc"}
-    assert "GroupNorm" in str(a) and "ConvTranspose2d" in a._repr_html_()
+    assert "Upsample" in str(a) and "ConvTranspose2d" in a._repr_html_()
+
+
+def test_group_norm_and_weight_norm_are_memory_ops():
+    conv = nn.utils.parametrizations.weight_norm(nn.Conv1d(64, 64, 3, padding=1))
+    a = advise(nn.Sequential(conv, nn.GroupNorm(8, 64)), torch.randn(4, 64, 1000))
+    assert a.unmapped.empty
+    kinds = {(o.layer, o.op) for o in a.ops}
+    assert ("1", "layernorm") in kinds and any(op == "elementwise" for _, op in kinds)
+    norm = a.layers[(a.layers["layer"] == "1") & (a.layers["pass"] == "forward")].iloc[0]
+    assert norm["bytes"] == pk.layer_bytes("layernorm", (4, 64, 1000), BF16, normalized_ndim=2,
+                                           elementwise_affine=True, training=True)
 
 
 def test_a_layer_whose_work_is_one_unknown_function_is_unmapped_not_dropped():

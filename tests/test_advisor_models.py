@@ -132,6 +132,8 @@ MODELS = {
                      lambda: _meta(4, 3, 224, 224)),  # padded stem, depthwise and squeeze-excitation
     "regnet": (lambda: tf.RegNetForImageClassification(tf.RegNetConfig(depths=[1, 1, 2, 1])),
                lambda: _meta(8, 3, 224, 224)),  # grouped 3×3 convolutions
+    "swin": (lambda: tf.SwinForImageClassification(tf.SwinConfig(depths=[1, 1, 2, 1])),
+             lambda: _meta(4, 3, 224, 224)),  # windowed attention with a relative-position bias table
     "mobilenet_v2": (lambda: pk.zoo.mobilenet_v2(), lambda: _meta(8, 3, 224, 224)),
     "resnext50": (lambda: pk.zoo.resnext50_32x4d(), lambda: _meta(8, 3, 224, 224)),
     "regnet_block": (_regnet_block, lambda: _meta(8, 336, 28, 28)),
@@ -171,6 +173,14 @@ def test_advise_runs_on_meta(name, training):
     _, _, advice = advised(name, training)
     assert advice.path == "meta"
     assert advice.step_s > 0 and len(advice.layers)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_nothing_is_left_unmapped(name):
+    """Every module of these models does work perfkit prices: masks, rotary tables, position lookups
+    (Whisper's, Swin's bias table), padding, group and weight norms (Wav2Vec2) included."""
+    _, _, advice = advised(name, True)
+    assert advice.unmapped.empty, advice.unmapped.to_string()
 
 
 @pytest.mark.parametrize("training", [False, True], ids=["forward", "training"])

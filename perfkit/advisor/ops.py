@@ -30,8 +30,7 @@ __all__ = ["COMPOSITES", "GEMM_OPS", "Gemm", "Op", "UNMAPPED_OPS", "map_call", "
 
 #: Recorded ops perfkit has no model for: listed as unmapped.
 UNMAPPED_OPS = frozenset({
-    "einsum", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "group_norm",
-    "instance_norm", "embedding_bag", "max_pool1d", "max_pool3d", "avg_pool1d", "avg_pool3d",
+    "einsum", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "embedding_bag", "max_pool1d", "max_pool3d", "avg_pool1d", "avg_pool3d",
     "interpolate", "upsample", "lstm_cell", "gru_cell", "rnn_tanh_cell",
 })
 
@@ -199,6 +198,12 @@ def _map_one(call: Call, training: bool) -> tuple[Op | None, str]:
         weight = _arg(call, 2, "weight")
         return mk("layernorm", shape=shape, normalized_ndim=len(normalized),
                   elementwise_affine=isinstance(weight, TensorInfo), training=training)
+    if op in ("group_norm", "instance_norm") and len(shape) >= 2:  # a norm per sample (and group): layer norm's bytes
+        weight = _arg(call, 2 if op == "group_norm" else 3, "weight")
+        return mk("layernorm", shape=shape, normalized_ndim=len(shape) - 1,
+                  elementwise_affine=isinstance(weight, TensorInfo), training=training)
+    if op == "_weight_norm":  # w = g · v / ‖v‖ (nn.utils.weight_norm): one pass over the weight
+        return mk("elementwise", shape=shape, read_elements=sum(t.numel for t in _floats(call)))
     if op == "batch_norm":
         x = call.args[0]
         return mk("batchnorm", shape=shape, training=training, nhwc=x.nhwc) if len(shape) >= 2 else (None, "")

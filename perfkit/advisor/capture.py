@@ -47,7 +47,8 @@ RECORDED = frozenset({
     "square", "sin", "cos", "erf", "clamp", "hardtanh", "leaky_relu", "elu", "mish", "softplus",
     "pad", "adaptive_avg_pool1d", "adaptive_max_pool2d", "getitem", "group_norm", "instance_norm", "_weight_norm",
     # compute ops with no mapping (listed under unmapped)
-    "einsum", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "embedding_bag", "max_pool1d", "max_pool3d", "avg_pool1d", "avg_pool3d",
+    "einsum", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "embedding_bag",
+    "max_pool1d", "max_pool3d", "avg_pool1d", "avg_pool3d",
     "interpolate", "upsample", "lstm_cell", "gru_cell", "rnn_tanh_cell",
     # composites whose insides torch's function mode cannot see: mapped from their arguments
     "multi_head_attention_forward", "_native_multi_head_attention",

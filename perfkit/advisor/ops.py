@@ -9,12 +9,14 @@ GEMMs follow :mod:`perfkit.shapes` (NVIDIA's conventions): forward, ``dgrad`` (t
 left out where the input needs none, as for the images a first convolution reads) and ``wgrad`` (the
 weight's) in training. A convolution's ``dgrad`` is taken as ``(N·P·Q, C, K·R·S)``: the same
 multiply-adds as its forward pass, which is what a strided convolution's input gradient does
-(NVIDIA's ``(N·H·W, C, K·R·S)`` counts stride² times too many). A grouped convolution or a batched matmul is a batch of equal GEMMs;
-``F.scaled_dot_product_attention`` is one fused kernel per pass whose GEMMs (QKᵀ and PV, four more
-backward) never write the L×S scores; a causal mask halves the rows each GEMM computes. A recurrent
-layer is an input GEMM over all steps and a recurrent GEMM repeated once per step (its weight
-gradient summed over all steps in one GEMM). Gate arithmetic inside recurrent cells and bias adds
-fused into GEMMs are not counted.
+(NVIDIA's ``(N·H·W, C, K·R·S)`` counts stride² times too many). A grouped convolution or a
+batched matmul is a batch of equal GEMMs; ``F.scaled_dot_product_attention`` is one fused kernel
+per pass whose GEMMs (QKᵀ and PV, four more backward) never write the L×S scores; a causal mask
+halves the rows each GEMM computes; ``nn.MultiheadAttention`` is its projections and its attention
+(:func:`map_call`). A recurrent layer is an input GEMM over all steps and a recurrent GEMM repeated
+once per step (its weight gradient summed over all steps in one GEMM). Gate arithmetic inside
+recurrent cells and bias adds fused into GEMMs are not counted. ``x @ W`` with a parameter ``W`` is
+a linear layer; indexing a parameter table is a lookup (an embedding's bytes).
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ __all__ = ["COMPOSITES", "GEMM_OPS", "Gemm", "Op", "UNMAPPED_OPS", "map_call", "
 
 #: Recorded ops perfkit has no model for: listed as unmapped.
 UNMAPPED_OPS = frozenset({
-    "einsum", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "embedding_bag", "max_pool1d", "max_pool3d", "avg_pool1d", "avg_pool3d",
+    "einsum", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "embedding_bag",
+    "max_pool1d", "max_pool3d", "avg_pool1d", "avg_pool3d",
     "interpolate", "upsample", "lstm_cell", "gru_cell", "rnn_tanh_cell",
 })
 

@@ -185,13 +185,11 @@ class _Recorder(TorchFunctionMode):
         if not mine:
             return out
         op = canonical_op(name)
-        if op in RECORDED:
-            layer, module = self.stack[-1]
-            # a padded copy comes from where its input came from (a padded image is still the image)
-            source = max(self.sources.get(t, -1) for t in mine) if op in _COPIES else len(self.calls)
-            self.calls.append(Call(len(self.calls), layer, module, op, pytree.tree_map(self.info, tuple(args)),
-                                   pytree.tree_map(self.info, dict(kwargs)), None))
-        else:  # a view, a cast, a concatenation: the result comes from where its newest input came from
+        if op in RECORDED:  # the arguments as they were before this call (an in-place op changes its first)
+            recorded = pytree.tree_map(self.info, tuple(args)), pytree.tree_map(self.info, dict(kwargs))
+        if op in RECORDED and op not in _COPIES:
+            source = len(self.calls)
+        else:  # a view, a cast, a padded copy: the result comes from where its newest input came from
             source = max(self.sources.get(t, -1) for t in mine)
         # a view, cast or copy of the example inputs alone is still an input: it needs no gradient
         of_inputs = (op not in RECORDED or op in _COPIES) and all(t in self.inputs for t in mine)
@@ -203,9 +201,8 @@ class _Recorder(TorchFunctionMode):
                 if of_inputs:
                     self.inputs[t] = True
         if op in RECORDED:
-            call = self.calls[-1]
-            self.calls[-1] = Call(call.index, call.layer, call.module, op, call.args, call.kwargs,
-                                  pytree.tree_map(self.info, out))
+            layer, module = self.stack[-1]
+            self.calls.append(Call(len(self.calls), layer, module, op, *recorded, pytree.tree_map(self.info, out)))
         return out
 
 

@@ -58,7 +58,7 @@ def _common_layer(layers: list[str]) -> str:
 def fusion(ctx: Context) -> Iterable[dict]:
     """Each chain of :func:`chains`, priced as one kernel reading its inputs and writing its output once."""
     for chain in chains(ctx):
-        kinds = [(o.op, {k: v for k, v in o.params.items() if k not in ("shape", "nhwc", "frozen")}) for o in chain]
+        kinds = [(o.op, o.byte_params) for o in chain]
         shape = chain[0].params["shape"]
         fused = memory_time(chain_bytes(kinds, shape, ctx.dtype, fused=True), ctx.pricer.spec,
                             ceilings=ctx.pricer.ceilings)
@@ -88,14 +88,12 @@ def _gemm(ctx: Context, op: Op, ridge: float) -> dict | None:
         return finding(op, "memory_bound", head, "use F.scaled_dot_product_attention, whose fused kernel never "
                        "writes the scores")
     names, batch = _DIMS[op.op]
-    s, o = itemsize(ctx.dtype), output_itemsize(ctx.dtype)
     if op.op == "conv":  # the input is read once per pass, reused across the output channels and filter taps
-        g = p["groups"]
-        x, y = p["N"] * p["C"] * p["H"] * p["W"], p["N"] * p["K"] * p["P"] * p["Q"]
-        w = p["K"] * (p["C"] // g) * p["R"] * p["S"]
-        dims = (p["N"] * p["P"] * p["Q"], p["K"], (p["C"] // g) * p["R"] * p["S"])
-        parts = (s * w, s * x, o * y)
+        dims = (p["N"] * p["P"] * p["Q"], p["K"], (p["C"] // p["groups"]) * p["R"] * p["S"])
+        x, w, y = ctx.pricer.conv_parts(p)
+        parts = (w, x, y)
     else:
+        s, o = itemsize(ctx.dtype), output_itemsize(ctx.dtype)
         dims = (r["M"], r["N"], r["K"])
         b = r["batch"]
         parts = (s * r["K"] * r["N"] * b, s * r["M"] * r["K"] * b, o * r["M"] * r["N"] * b)
@@ -123,7 +121,7 @@ def _pointwise(ctx: Context, op: Op) -> dict:
     share = (f"{op.label} on {tuple(p['shape'])} takes {t / ctx.step_s:.1%} of the step, all of it "
              "moving bytes.")
     if itemsize(ctx.dtype) >= 4:
-        params = {k: v for k, v in p.items() if k not in ("shape", "frozen", "nhwc")}
+        params = op.byte_params
         passes = ("forward", "backward") if ctx.pricer.training else ("forward",)
         half = sum(memory_time(layer_bytes(op.op, p["shape"], _HALF, pass_=ps, **params), ctx.pricer.spec,
                                ceilings=ctx.pricer.ceilings) for ps in passes)

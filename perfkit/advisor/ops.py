@@ -78,6 +78,12 @@ class Op:
         return self.op in GEMM_OPS
 
     @property
+    def byte_params(self) -> dict:
+        """A memory-bound op's parameters as :func:`perfkit.layer_bytes` takes them (not its shape, nor
+        what only the advisor reads: ``frozen``, ``nhwc``)."""
+        return {k: v for k, v in self.params.items() if k not in ("shape", "frozen", "nhwc")}
+
+    @property
     def label(self) -> str:
         """What the model called: the torch function, or the op's kind for a part of a composite."""
         return self.op if self.name in COMPOSITES or not self.name else self.name
@@ -350,7 +356,7 @@ def passes(op: Op, training: bool) -> list[tuple[str, str, Any]]:
     for :func:`perfkit.layer_bytes` (a backward pass only in training)."""
     if op.is_gemm:
         return _BUILDERS[op.op](op.params, training)
-    params = {k: v for k, v in op.params.items() if k not in ("shape", "frozen", "nhwc")}
+    params = op.byte_params
     work = [("forward", "", (op.op, op.params["shape"], params))]
     if training and not op.params.get("frozen") and not (op.op == "batchnorm" and not params.get("training", True)):
         work.append(("backward", "", (op.op, op.params["shape"], params)))

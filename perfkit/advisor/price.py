@@ -115,8 +115,10 @@ class Pricer:
         out = []
         for pass_, part, w in work:
             name = f"{op.op}.{part}" if part else op.op
-            row = (self.gemm_row(w, self.conv_bytes(op.params)) if op.op == "conv" else self.gemm_row(w)
-                   if op.is_gemm else self.memory_row(*w, pass_))
+            if op.is_gemm:
+                row = self.gemm_row(w, self.conv_bytes(op.params) if op.op == "conv" else None)
+            else:
+                row = self.memory_row(*w, pass_)
             if row["bytes"] or op.is_gemm:
                 out.append({**base, "op": name, "pass": pass_, **row})
         if op.op == "conv" and self.transposes(op):
@@ -128,12 +130,16 @@ class Pricer:
                                 **self.memory_row("elementwise", shape, {}, "forward")})
         return out
 
-    def conv_bytes(self, p: dict) -> int:
-        """Bytes one pass of a convolution moves: its input, weights and output once each (an implicit GEMM
-        reads each input element once from memory; the filter taps' reuse is served by caches)."""
+    def conv_parts(self, p: dict) -> tuple[int, int, int]:
+        """Bytes of a convolution's input, weights and output: what one pass moves, once each (an implicit
+        GEMM reads each input element once from memory; the filter taps' reuse is served by caches)."""
         s, out = itemsize(self.dtype), output_itemsize(self.dtype)
-        return (s * (p["N"] * p["C"] * p["H"] * p["W"] + p["K"] * (p["C"] // p["groups"]) * p["R"] * p["S"])
-                + out * p["N"] * p["K"] * p["P"] * p["Q"])
+        return (s * p["N"] * p["C"] * p["H"] * p["W"], s * p["K"] * (p["C"] // p["groups"]) * p["R"] * p["S"],
+                out * p["N"] * p["K"] * p["P"] * p["Q"])
+
+    def conv_bytes(self, p: dict) -> int:
+        """Bytes one pass of a convolution moves (:meth:`conv_parts`, summed)."""
+        return sum(self.conv_parts(p))
 
     def direct(self, op: Op) -> bool:
         """Whether ``op`` is a grouped convolution that runs as a direct kernel: too narrow per group for

@@ -45,8 +45,8 @@ class DeviceSpec(Protocol):
 
 __all__ = ["ACHIEVABLE_FRACTIONS", "BANDWIDTH_FRACTION", "CEILINGS_CHOICES", "EXTRA_LATENCY_S", "GENERIC_FRACTIONS",
            "KERNEL_LATENCY_S", "TENSOR_CORE_DTYPES", "TF32_FIT", "Ceilings", "achievable_ceilings",
-           "alignment_slowdown", "datasheet_ceilings", "default_ceilings", "describe", "measured_ceilings", "merged",
-           "resolve_ceilings"]
+           "alignment_slowdown", "datasheet_ceilings", "default_ceilings", "describe", "gemm_latency_s",
+           "kernel_latency_s", "measured_ceilings", "merged", "resolve_ceilings"]
 
 #: The fixed cost of one kernel (seconds): launch, ramp-up and drain. The GEMM model's default
 #: ``GemmModel.latency_s`` (fitted on DeepBench's V100 GEMMs, ``scripts/fit_gemm_model.py``) and the
@@ -120,7 +120,9 @@ class Ceilings:
     ``unaligned_slowdown`` (per dtype, ≥ 1) multiplies the math time of a GEMM whose dimensions are
     not multiples of 16 bytes; it is only set from a measurement (a ``gemm_alignment`` recording).
     ``extra_latency_s`` (per math dtype, seconds ≥ 0) is added to the model's fixed cost of a kernel
-    (:data:`EXTRA_LATENCY_S`).
+    (:data:`EXTRA_LATENCY_S`). ``gemm_latency_s`` and ``kernel_latency_s`` (seconds) are measured fixed
+    costs of a GEMM kernel and of a memory-bound kernel (a calibration's, :func:`perfkit.calibrate`);
+    ``None`` keeps the model's :data:`KERNEL_LATENCY_S` (:func:`gemm_latency_s`, :func:`kernel_latency_s`).
     """
 
     flop_s: Mapping[str, float]
@@ -128,6 +130,8 @@ class Ceilings:
     source: str
     unaligned_slowdown: Mapping[str, float] = field(default_factory=dict)
     extra_latency_s: Mapping[str, float] = field(default_factory=dict)
+    gemm_latency_s: float | None = None
+    kernel_latency_s: float | None = None
 
     def flop_s_for(self, dtype) -> float:
         """Achievable FLOP/s for ``dtype``; ``LookupError`` if there is none."""
@@ -136,6 +140,16 @@ class Ceilings:
             have = ", ".join(map(repr, self.flop_s)) or "none"
             raise LookupError(f"no achievable throughput for dtype {d!r} ({self.source}); dtypes: {have}")
         return self.flop_s[d]
+
+
+def gemm_latency_s(ceilings: Ceilings, default_s: float = KERNEL_LATENCY_S) -> float:
+    """The fixed cost of a GEMM kernel (seconds): the measured one the ceilings carry, else ``default_s``."""
+    return default_s if ceilings.gemm_latency_s is None else ceilings.gemm_latency_s
+
+
+def kernel_latency_s(ceilings: Ceilings, default_s: float = KERNEL_LATENCY_S) -> float:
+    """The fixed cost of a memory-bound kernel (seconds): the measured one the ceilings carry, else ``default_s``."""
+    return default_s if ceilings.kernel_latency_s is None else ceilings.kernel_latency_s
 
 
 def _check_spec(spec: Any) -> DeviceSpec:
@@ -170,13 +184,18 @@ def default_ceilings(spec: DeviceSpec) -> Ceilings:
 
 def merged(default: Ceilings, measured: Ceilings) -> Ceilings:
     """``measured`` ceilings completed by ``default``: dtypes not measured keep their default
-    throughput; the bandwidth, source and unaligned slowdowns are the measured ones, the extra
-    fixed costs the default's."""
+    throughput; the bandwidth, source, unaligned slowdowns and measured fixed costs are the
+    measured ones (a fixed cost not measured keeps the default's), the extra fixed costs the default's."""
     for name, c in (("default", default), ("measured", measured)):
         if not isinstance(c, Ceilings):
             raise TypeError(f"{name} must be a Ceilings, got {c!r}")
+    def either(name):
+        value = getattr(measured, name)
+        return getattr(default, name) if value is None else value
+
     return Ceilings({**default.flop_s, **measured.flop_s}, measured.bandwidth, measured.source,
-                    measured.unaligned_slowdown, default.extra_latency_s)
+                    measured.unaligned_slowdown, default.extra_latency_s, either("gemm_latency_s"),
+                    either("kernel_latency_s"))
 
 
 def achievable_ceilings(spec: DeviceSpec) -> Ceilings:

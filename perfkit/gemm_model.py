@@ -55,7 +55,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ._validate import non_negative_number, positive_int, positive_number, tile_pair
-from .ceilings import KERNEL_LATENCY_S, Ceilings, resolve_ceilings
+from .ceilings import KERNEL_LATENCY_S, Ceilings, gemm_latency_s, resolve_ceilings
 from .devices import DeviceSpec, resolve_spec
 from .dtypes import canonical_dtype, itemsize, output_itemsize
 from .quantization import alignment, cdiv
@@ -207,7 +207,8 @@ def explain_gemm(M: int, N: int, K: int, dtype: Any, spec: str | DeviceSpec, til
     - ``ceilings``: ``None`` or ``"achievable"`` (the spec's own, ``spec.ceilings``), ``"default"``,
       ``"datasheet"`` or a :class:`~perfkit.ceilings.Ceilings`.
     - ``launch_overhead_s`` (seconds, ≥ 0) replaces the model's latency (and the ceilings' extra
-      fixed cost); ``shape_factors`` maps tiles to factors in (0, 1] replacing
+      fixed cost); without it, a measured ``gemm_latency_s`` on the ceilings (a calibration's)
+      replaces ``model.latency_s``; ``shape_factors`` maps tiles to factors in (0, 1] replacing
       :func:`shape_factor` (and the candidate tiles).
     - ``batch``: how many M×N×K GEMMs run in the one launch (a batched or grouped GEMM); their
       tiles share the waves, FLOPs and bytes are ``batch`` times one GEMM's, the latency is paid
@@ -240,7 +241,7 @@ def explain_gemm(M: int, N: int, K: int, dtype: Any, spec: str | DeviceSpec, til
     tiles = [tile] if tile is not None else list(table or CANDIDATE_TILES)
     cl = resolve_ceilings(spec, ceilings)
     if latency is None:
-        latency = model.latency_s + cl.extra_latency_s.get(math_dtype, 0.0)
+        latency = gemm_latency_s(cl, model.latency_s) + cl.extra_latency_s.get(math_dtype, 0.0)
     split_launches = 1 if spec.name in SPLIT_K_IN_KERNEL else 2
     peak_sheet = spec.peak_flop_s(math_dtype)
     peak = min(cl.flop_s_for(math_dtype), peak_sheet)

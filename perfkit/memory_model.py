@@ -64,7 +64,7 @@ import math
 from typing import Any, Iterable, Mapping, Sequence
 
 from ._validate import boolean, int_or_pair, non_negative_int, non_negative_number, one_of, positive_int
-from .ceilings import KERNEL_LATENCY_S, Ceilings, resolve_ceilings
+from .ceilings import Ceilings, kernel_latency_s, resolve_ceilings
 from .devices import DeviceSpec, resolve_spec
 from .dtypes import canonical_dtype, itemsize
 
@@ -275,12 +275,13 @@ def memory_time(nbytes: float, spec: str | DeviceSpec, *, latency_s: float | Non
 
     The bandwidth is the achievable one of ``ceilings`` (as :func:`perfkit.explain_gemm` takes it;
     default the spec's own, ``spec.ceilings``: 90 % of the datasheet unless measured ceilings were
-    attached by :func:`perfkit.calibrated`), the latency the GEMM model's
-    (:attr:`perfkit.gemm_model.GemmModel.latency_s`, :data:`perfkit.ceilings.KERNEL_LATENCY_S`) unless given.
+    attached by :func:`perfkit.calibrated`), the latency the ceilings' measured ``kernel_latency_s``, else
+    the GEMM model's (:data:`perfkit.ceilings.KERNEL_LATENCY_S`), unless given.
     """
     nbytes = non_negative_number("nbytes", nbytes, "bytes")
-    lat = KERNEL_LATENCY_S if latency_s is None else non_negative_number("latency_s", latency_s, "seconds")
-    return lat + nbytes / resolve_ceilings(resolve_spec(spec, none_ok=False), ceilings).bandwidth
+    cl = resolve_ceilings(resolve_spec(spec, none_ok=False), ceilings)
+    lat = kernel_latency_s(cl) if latency_s is None else non_negative_number("latency_s", latency_s, "seconds")
+    return lat + nbytes / cl.bandwidth
 
 
 def predict_layer_time(kind: str, shape: Any, dtype: Any, spec: str | DeviceSpec, *, pass_: str = "forward",

@@ -23,7 +23,7 @@ import torch
 import torch.utils.benchmark as tb
 
 import perfkit as pk
-from perfkit.book.measure import matmul_fn
+from perfkit.matmul import matmul_fn
 
 
 def _row(name: str, value: float, ref: float, low: float, high: float) -> bool:

@@ -18,7 +18,7 @@ import torch
 import perfkit as pk
 from perfkit.book.registry import REGISTRY, missing_needs, register
 from perfkit.book.background import experiments as background, ceilings
-from perfkit import placement
+from perfkit import matmul, placement
 from perfkit.book import measure as common
 from perfkit.book.gemm import experiments as gemm
 from perfkit.ceilings import measured_ceilings
@@ -91,7 +91,7 @@ def test_the_seam_is_read_at_call_time_nests_and_is_restored():
     with placement.use(timer=lambda fn, **kw: fixed, device="cuda", spec=pk.device_spec("H100-SXM")) as rt:
         assert placement.resolve_device() == "cuda" and placement.measured_on().name == "H100-SXM"
         assert placement.free_memory("cuda") == rt.spec.memory_bytes == 80e9
-        assert placement.lean_bench(lambda: None, "cuda", "x") is fixed and common.supports_dtype("float8", "cuda")
+        assert placement.lean_bench(lambda: None, "cuda", "x") is fixed and matmul.supports_dtype("float8", "cuda")
         with placement.use(device="cpu"):  # an inner block keeps what it does not set
             assert placement.resolve_device() == "cpu" and placement.runtime().spec.name == "H100-SXM"
             with pytest.raises(RuntimeError, match="no CUDA GPU"):
@@ -99,7 +99,7 @@ def test_the_seam_is_read_at_call_time_nests_and_is_restored():
         assert placement.resolve_device() == "cuda"
     assert placement.runtime() == before and placement.tensor_device("cuda") == "cuda"
     with placement.use(device="cuda", spec=pk.device_spec("H100-SXM"), tensor_device="meta"):
-        a, b = common.matmul_operands(64, 32, 16, "float16", "cuda")  # shapes only, nothing allocated
+        a, b = matmul.matmul_operands(64, 32, 16, "float16", "cuda")  # shapes only, nothing allocated
         assert placement.tensor_device("cuda") == "meta" and a.is_meta and tuple((a @ b).shape) == (64, 32)
     assert placement.tensor_device("cpu") == "cpu"
     with pytest.raises(ValueError, match="tensor_device"), placement.use(tensor_device="tpu"):
@@ -153,7 +153,7 @@ def test_interrupted_sweep_keeps_measured_rows():
 
 
 def test_too_large_sweep_is_refused_before_allocating(forbid_allocation):
-    forbid_allocation(common, "matmul_fn")
+    forbid_allocation(matmul, "matmul_fn")
     forbid_allocation(gemm, "matmul_fn")
     with pytest.raises(ValueError, match="GiB.*free"):
         gemm.gemm_alignment(M=400_000, N=400_000, K_center=400_000, device="cpu", progress=False)
@@ -167,7 +167,7 @@ def test_bad_arguments_name_the_parameter():
     with pytest.raises(ValueError, match="device"):
         gemm.gemm_sizes(device="tpu")
     with pytest.raises(ValueError, match="layout"):
-        common.matmul_fn(4, 4, 4, "float32", "cpu", layout="XY")
+        matmul.matmul_fn(4, 4, 4, "float32", "cpu", layout="XY")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU refusal message")
@@ -180,10 +180,10 @@ def test_gpu_only_experiments_refuse_clearly_on_cpu(name):
 
 @pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
 def test_matmul_operands_and_fn_layouts(layout):
-    a, b = common.matmul_operands(6, 4, 5, "float64", "cpu", layout)
+    a, b = matmul.matmul_operands(6, 4, 5, "float64", "cpu", layout)
     assert a.shape == (6, 5) and b.shape == (5, 4)
     assert a.is_contiguous() == (layout[0] == "N") and b.is_contiguous() == (layout[1] == "N")
-    torch.testing.assert_close(common.matmul_fn(6, 4, 5, "float64", "cpu", layout)(), a @ b)  # same seed
+    torch.testing.assert_close(matmul.matmul_fn(6, 4, 5, "float64", "cpu", layout)(), a @ b)  # same seed
 
 
 def test_alignment_penalty():

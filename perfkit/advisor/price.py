@@ -27,6 +27,7 @@ from typing import Any
 from ..ceilings import TENSOR_CORE_DTYPES
 from ..devices import DeviceSpec
 from ..dtypes import itemsize, output_itemsize
+from ..ceilings import gemm_latency_s, kernel_latency_s
 from ..gemm_model import DEFAULT_MODEL, GemmPrediction, explain_gemm
 from ..memory_model import layer_bytes, memory_time
 from .ops import Gemm, Op, passes
@@ -45,7 +46,8 @@ class Pricer:
         self.dtype, self.spec, self.training = dtype, spec, training
         self.ceilings = spec.ceilings
         self.bandwidth = min(self.ceilings.bandwidth, spec.mem_bandwidth)
-        self.latency_s = DEFAULT_MODEL.latency_s
+        self.gemm_latency_s = gemm_latency_s(self.ceilings, DEFAULT_MODEL.latency_s)  # measured, else the model's
+        self.latency_s = kernel_latency_s(self.ceilings)  # a memory-bound kernel's
         self._gemms: dict[tuple[int, int, int], GemmPrediction] = {}
 
     def explain(self, M: int, N: int, K: int) -> GemmPrediction:
@@ -64,7 +66,7 @@ class Pricer:
         its operands' (an implicit-GEMM convolution reads its input once, not once per filter tap)."""
         p = self.explain(g.M * g.batch, g.N, g.K)
         nbytes = self.gemm_bytes(g) if nbytes is None else nbytes
-        floor_s = nbytes / self.bandwidth + self.latency_s
+        floor_s = nbytes / self.bandwidth + self.gemm_latency_s
         one_s = max(p.predicted_s, floor_s)
         flops = 2 * g.M * g.N * g.K * g.batch
         return {"M": g.M, "N": g.N, "K": g.K, "batch": g.batch, "count": g.count, "bytes": nbytes * g.count,

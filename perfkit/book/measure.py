@@ -9,18 +9,16 @@ touching an experiment module.
 
 from __future__ import annotations
 
-import contextlib
 import warnings
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 import pandas as pd
 
-from .._validate import one_of, positive_int
 from ..devices import DeviceSpec
 from ..display import Note, show
-from ..dtypes import canonical_dtype, torch_dtype
+from ..dtypes import torch_dtype
 from ..gemm_model import predict_gemm_time
-from ..placement import measured_on, runtime, tensor_device
+from ..placement import measured_on
 from ..roofline import gemm_bytes, gemm_flops
 from ..timing import Measurement, NoiseWarning
 
@@ -28,102 +26,6 @@ from ..timing import Measurement, NoiseWarning
 def gemm_bytes_needed(M: int, N: int, K: int, dtype: str) -> int:
     """Device bytes a GEMM experiment allocates: A, B and an output (float8/int8 write wider outputs)."""
     return gemm_bytes(M, N, K, dtype)
-
-
-@contextlib.contextmanager
-def tf32_mode(enabled: bool) -> Iterator[None]:
-    """Temporarily allow (or forbid) TF32 Tensor Cores for float32 matmuls."""
-    import torch
-
-    old = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = enabled
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = old
-
-
-def supports_dtype(dtype: str, device: str) -> bool:
-    """Whether this machine can run a GEMM in ``dtype`` on ``device`` through torch (a pretend GPU,
-    ``placement.use(device="cuda", spec=...)``: the dtypes its spec has a peak for)."""
-    import torch
-
-    d = canonical_dtype(dtype)
-    if device == "cpu":
-        return d in ("float64", "float32", "bfloat16", "float16")
-    pretend = runtime()
-    if pretend.device == "cuda" and pretend.spec is not None:
-        return d in pretend.spec.peaks
-    major, minor = torch.cuda.get_device_capability()
-    if d == "tf32" or d == "bfloat16":
-        return major >= 8
-    if d == "float8":
-        return (major, minor) >= (8, 9) and hasattr(torch, "_scaled_mm")
-    if d == "int8":
-        return hasattr(torch, "_int_mm")
-    return True
-
-
-def seeded_on(device: str, seed: int = 0) -> tuple[str, Any]:
-    """``(on, gen)``: the torch device to allocate ``device``'s tensors on (``placement.tensor_device``:
-    ``"meta"`` on a pretend GPU, shapes without storage) and a generator seeded with ``seed`` for it."""
-    import torch
-
-    on = tensor_device(device)
-    return on, torch.Generator(device="cpu" if on == "meta" else on).manual_seed(seed)
-
-
-def matmul_operands(M: int, N: int, K: int, dtype: str, device: str, layout: str = "NN"):
-    """The operands ``(a, b)`` of an M×N×K GEMM: ``a`` is M×K and ``b`` K×N, seeded, in ``dtype``.
-
-    ``layout`` is BLAS-style: the first letter says whether A is stored transposed (a transposed
-    view of a contiguous K×M tensor), the second whether B is. float8 ``b`` is always column-major,
-    as ``torch._scaled_mm`` requires.
-    """
-    import torch
-
-    M, N, K = positive_int("M", M), positive_int("N", N), positive_int("K", K)
-    d = canonical_dtype(dtype)
-    layout = one_of("layout", layout, ("nn", "nt", "tn", "tt")).upper()
-    if not supports_dtype(d, device):
-        raise ValueError(f"dtype {d!r} GEMMs are not supported on this {device} by torch")
-    on, gen = seeded_on(device)
-
-    def operand(rows: int, cols: int, transposed: bool):
-        shape = (cols, rows) if transposed else (rows, cols)
-        if d == "int8":
-            x = torch.randint(-8, 8, shape, generator=gen, device=on, dtype=torch.int8)
-        else:
-            x = torch.randn(shape, generator=gen, device=on, dtype=torch.float32).to(torch_dtype(d))
-        return x.t() if transposed else x
-
-    return operand(M, K, layout[0] == "T"), operand(K, N, layout[1] == "T" or d == "float8")
-
-
-def matmul_fn(M: int, N: int, K: int, dtype: str, device: str, layout: str = "NN") -> Callable[[], Any]:
-    """A zero-argument function computing an M×N×K GEMM with the vendor library (cuBLAS via torch).
-
-    Operands from :func:`matmul_operands`. float8 uses ``torch._scaled_mm`` (unit scales, bfloat16
-    output), int8 ``torch._int_mm`` (int32 output); float32 runs without TF32, tf32 with it.
-    """
-    import torch
-
-    a, b = matmul_operands(M, N, K, dtype, device, layout)
-    d = canonical_dtype(dtype)
-    if d == "float8":
-        one = torch.ones((), device=tensor_device(device), dtype=torch.float32)
-        return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
-    if d == "int8":
-        return lambda: torch._int_mm(a, b)
-    if d in ("tf32", "float32") and device == "cuda":
-        allow = d == "tf32"
-
-        def run():
-            with tf32_mode(allow):
-                return torch.matmul(a, b)
-
-        return run
-    return lambda: torch.matmul(a, b)
 
 
 def predicted_s(M: int, N: int, K: int, dtype: str, spec: Any, tile: tuple[int, int] | None = None) -> float:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import pandas as pd
 
 from ..._validate import dtype_names, positive_ints, sequence_of
+from ...matmul import matmul_fn, supports_dtype
 from ...placement import ensure_fits, resolve_device, timer
 from ...units import MiB
-from ..measure import gemm_bytes_needed, gemm_row, matmul_fn, supports_dtype, sweep, timing_row
+from ..measure import gemm_bytes_needed, gemm_row, sweep, timing_row
 from ..registry import register
 
 #: Shapes searched per dtype on a GPU (square, wide, long-K; MAMF's best H100 shape is 2048×2048×13312).

@@ -20,11 +20,12 @@ import pandas as pd
 
 from ..._validate import dtype_name, dtype_names, positive_int, sequence_of
 from ...dtypes import itemsize, torch_dtype
+from ...matmul import seeded_on
 from ...padding import padded_conv2d
 from ...placement import ensure_fits, resolve_device, tensor_device, timer
 from ...quantization import alignment
 from ...units import MiB
-from ..measure import measured_spec, seeded_on, sweep, timing_row
+from ..measure import measured_spec, sweep, timing_row
 from ..registry import register
 from .analysis import (CHANNEL_COLUMNS, DB_COLUMNS, DB_MEANINGS, DEEPBENCH_CONVS, PHASES, PREDICTED, SHAPE_COLUMNS,
     TIME_COLUMNS, channel_effects, channel_points, conv_flops, conv_shape, db_shape, first_layer_effects, for_reader,

@@ -18,12 +18,13 @@ import pandas as pd
 from ..._validate import dtype_name, one_of, positive_int, sequence_of
 from ...dtypes import canonical_dtype, itemsize, torch_dtype
 from ...gemm_model import explain_gemm
+from ...matmul import matmul_fn, seeded_on
 from ...padding import padded_linear
 from ...placement import ensure_fits, resolve_device, timer
 from ...quantization import pad_to_multiple
 from ...roofline import arithmetic_intensity, gemm_bytes, gemm_flops
 from ...shapes import linear_gemms
-from ..measure import gemm_row, matmul_fn, measured_spec, seeded_on, sweep, timing_row
+from ..measure import gemm_row, measured_spec, sweep, timing_row
 from ..registry import register
 from .analysis import feature_effects, pass_overhead, vocab_savings  # noqa: F401  (re-exported)
 

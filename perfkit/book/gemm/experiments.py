@@ -15,11 +15,11 @@ import pandas as pd
 from ..._validate import dtype_name, dtype_names, positive_int, sequence_of, tile_pair
 from ...dtypes import canonical_dtype
 from ...kernels import tiled_matmul
+from ...matmul import matmul_fn, matmul_operands, supports_dtype
 from ...placement import ensure_fits, measured_on, resolve_device, timer
 from ...quantization import alignment, wave_quantization
 from ...roofline import arithmetic_intensity, gemm_bytes
-from ..measure import (gemm_bytes_needed, gemm_row, matmul_fn, matmul_operands, predicted_s, require_gpu,
-    supports_dtype, sweep)
+from ..measure import gemm_bytes_needed, gemm_row, predicted_s, require_gpu, sweep
 from ..registry import register
 
 GEMM_COLUMNS = {

@@ -17,12 +17,12 @@ import pandas as pd
 
 from ..._validate import dtype_name, positive_int
 from ...dtypes import itemsize
+from ...matmul import seeded_on
 from ...memory_model import layer_bytes, memory_time
 from ...placement import ensure_fits, lean_bench, resolve_device
 from ...shapes import conv_gemms, linear_gemms
 from ...timing import Measurement
-from ..measure import (known_names, layer_op, measured_spec, predicted_s, seeded_on, seeded_randn, sweep,
-                       timing_or_nan)
+from ..measure import known_names, layer_op, measured_spec, predicted_s, seeded_randn, sweep, timing_or_nan
 from ..registry import register
 
 __all__ = ["NETWORKS", "convnet_breakdown", "memory_share", "network_layers", "predicted_breakdown"]

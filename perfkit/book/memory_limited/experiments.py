@@ -17,11 +17,12 @@ import pandas as pd
 from ..._validate import dtype_name, one_of, positive_int, positive_ints, positive_number, sequence_of
 from ...devices import DeviceSpec
 from ...dtypes import canonical_dtype, itemsize, torch_dtype
+from ...matmul import seeded_on
 from ...memory_model import PASSES as _PASSES
 from ...memory_model import layer_bytes, memory_time, pool_output_shape, predict_layer_time
 from ...placement import ensure_fits, lean_bench, resolve_device
 from ...units import GIGA
-from ..measure import measured_spec, seeded_on, sweep, timing_row
+from ..measure import measured_spec, sweep, timing_row
 from ..reader import MEMORY_NAMES, readable
 from ..registry import register
 

@@ -18,12 +18,12 @@ import pandas as pd
 
 from ..._validate import dtype_name, one_of, positive_int, sequence_of
 from ...dtypes import canonical_dtype, itemsize
+from ...matmul import seeded_on
 from ...memory_model import chain_bytes, layer_bytes, memory_time
 from ...placement import ensure_fits, lean_bench, one_cpu_thread, resolve_device
 from ...shapes import conv_gemms, linear_gemms
 from ...timing import Measurement
-from ..measure import (known_names, layer_op, measured_spec, predicted_s, seeded_on, seeded_randn, sweep,
-                       timing_or_nan)
+from ..measure import known_names, layer_op, measured_spec, predicted_s, seeded_randn, sweep, timing_or_nan
 from ..registry import register
 
 __all__ = ["CHAINS", "MODES", "PHASES", "compiler_missing", "fusion_chains", "fusion_savings",

@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 
 from ...devices import device_spec
-from ...gemm_model import DEFAULT_MODEL, predict_gemm_time
+from ...ceilings import kernel_latency_s
+from ...gemm_model import predict_gemm_time
 from ...memory_model import layer_bytes, memory_time, predict_layer_time
 from ...shapes import linear_gemms
 from ..exercise import Exercise
@@ -51,7 +52,8 @@ def _gelu_share() -> float:
 def _knee_batch(spec: str = _H200, per_image_pass_bytes: bool = True) -> int:
     """The largest batch N whose ReLU forward on N × 64 × 56 × 56 bfloat16 moves fewer bytes than
     ``spec``'s knee (latency × achievable bandwidth)."""
-    knee = DEFAULT_MODEL.latency_s * device_spec(spec).ceilings.bandwidth
+    ceilings = device_spec(spec).ceilings
+    knee = kernel_latency_s(ceilings) * ceilings.bandwidth
     per_image = layer_bytes("relu", (1, *_MAPS), "bfloat16")
     if not per_image_pass_bytes:  # the slip: only the input tensor's bytes
         per_image //= 2

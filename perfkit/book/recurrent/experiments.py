@@ -23,12 +23,12 @@ from ..._validate import dtype_name, one_of, positive_int, sequence_of
 from ...dtypes import itemsize, torch_dtype
 from ...kernels import cupy_rnn
 from ...kernels.cupy_rnn import rnn_reference
+from ...matmul import matmul_fn, matmul_operands, seeded_on
 from ...placement import ensure_fits, measured_on, resolve_device, tensor_device, timer
 from ...roofline import gemm_bytes
 from ...shapes import RNN_GATES, rnn_gemms
 from ...units import format_time
-from ..measure import (gemm_row, matmul_fn, matmul_operands, predicted_s, require_gpu, seeded_on, sweep,
-                       timing_row)
+from ..measure import gemm_row, predicted_s, require_gpu, sweep, timing_row
 from ..registry import register
 from .analysis import DEEPBENCH_LAYERS, combine_speedup, deepbench_comparable, throughput_ratio
 

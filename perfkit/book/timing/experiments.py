@@ -6,9 +6,10 @@ import time
 
 import pandas as pd
 
+from ...matmul import matmul_fn
 from ...placement import ensure_fits, resolve_device, timer
 from ...units import MiB, format_time
-from ..measure import matmul_fn, sweep
+from ..measure import sweep
 from ..registry import register
 
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from .ceilings import Ceilings, _check_spec, alignment_slowdown, measured_ceilings
-from .data import load
-from .devices import DeviceSpec, device_spec
-from .devices import current_device as _device_in_use
-from .provenance import caption, source_of
+from ..ceilings import Ceilings, _check_spec, alignment_slowdown, measured_ceilings
+from ..data import load
+from ..devices import DeviceSpec, device_spec
+from ..devices import current_device as _device_in_use
+from ..provenance import caption, source_of
 
 __all__ = ["calibrated", "current_device", "recorded_ceilings", "recorded_ceilings_of"]
 

@@ -4,7 +4,8 @@ The public API (``perfkit.__all__``), by concept; each concept is one module of 
 
 - devices: :class:`DeviceSpec`, :func:`device_spec` (a datasheet, by name), :data:`KNOWN_DEVICES`,
   :func:`current_device` (the device in use, with its recorded ceilings when ``data/`` has them),
-  :func:`calibrated` (a spec carrying the ceilings recorded for it)
+  :func:`calibrated` (a spec carrying the ceilings measured for it), :func:`calibrate` (measure the
+  device in use: its achievable ceilings, the model's error on it; a profile saved for next time)
 - dtypes: :data:`DTYPES`, :func:`canonical_dtype`, :func:`itemsize`
 - roofline: :func:`arithmetic_intensity`, :func:`roofline_time`, :func:`math_bound_batch`,
   :func:`gemm_flops`, :func:`gemm_bytes`
@@ -39,9 +40,10 @@ import importlib.util as _util
 from ._version import __version__
 from .book.record import record
 from .book.run import run_or_load
-from .calibration import calibrated, current_device
+from .calibration import calibrate, calibrated, current_device
 from .ceilings import Ceilings, achievable_ceilings
 from .devices import KNOWN_DEVICES, DeviceSpec, device_spec
+from .devices import cuda_available as _cuda_available
 from .display import device_card, note, table
 from .dtypes import DTYPES, canonical_dtype, itemsize
 from .gemm_model import explain_gemm, predict_gemm_time
@@ -54,7 +56,7 @@ from .shapes import conv_gemms, linear_gemms, rnn_gemms
 from .timing import Measurement, bench
 
 __all__ = [
-    "DeviceSpec", "device_spec", "current_device", "calibrated", "KNOWN_DEVICES",
+    "DeviceSpec", "device_spec", "current_device", "calibrated", "calibrate", "KNOWN_DEVICES",
     "DTYPES", "canonical_dtype", "itemsize",
     "arithmetic_intensity", "roofline_time", "math_bound_batch", "gemm_flops", "gemm_bytes",
     "alignment", "is_aligned", "pad_to_multiple", "tile_quantization", "wave_quantization",
@@ -86,9 +88,12 @@ def padded_conv2d(conv, in_multiple: int = 1, out_multiple: int = 1, keep_paddin
 
 
 def advise(model, example_inputs, dtype="bfloat16", spec=None, **options):
-    """The book's rules applied to ``model``: findings, layers, fixes (see :func:`perfkit.advisor.advise`)."""
+    """The book's rules applied to ``model``: findings, layers, fixes (see :func:`perfkit.advisor.advise`);
+    ``spec=None`` on a GPU is this GPU, calibrated (:func:`current_device`)."""
     from .advisor import advise as _advise
 
+    if spec is None and _cuda_available():
+        spec = current_device()
     return _advise(model, example_inputs, dtype, spec, **options)
 
 

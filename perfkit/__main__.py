@@ -1,6 +1,10 @@
-"""Command line: ``python -m perfkit {info,list,published,validate,record,advise}`` (also installed as ``perfkit``).
+"""Command line: ``python -m perfkit {info,list,published,validate,record,advise,calibrate}`` (also ``perfkit``).
 
-- ``info``: this device's spec (every number and where it comes from) and the software versions;
+- ``info``: this device's spec (every number and where it comes from, its calibrated ceilings when a
+  profile was saved) and the software versions;
+- ``calibrate [--quick | --thorough] [--dtype D ...] [--out FILE.json] [--no-save] [--no-progress]``: measure
+  this device's achievable ceilings and the model's error on it (:func:`perfkit.calibrate`), print the
+  report and save the profile (the user's cache, or FILE.json; nothing is written if interrupted);
 - ``list``: the registered experiments, the recordings found and the published third-party tables
   perfkit knows (whether each is in the published-data folder: ``$PERFKIT_PUBLISHED``, …);
 - ``published [list]``: those tables in full (source, GPUs, rows, commit, licence, timing method);
@@ -33,7 +37,8 @@ from .advisor import advise
 from .book.record import RecordingFailed, archive, record
 from .book.registry import REGISTRY as registry
 from .data import data_root, recordings
-from .devices import current_device
+from .calibration import calibrate, current_device
+from .devices import cuda_available
 from .environment import environment
 from .published_data import HOW_TO_GET, PublishedDataMissing, published_root, published_sources
 from .published_data.fetch import main as fetch_main
@@ -42,7 +47,8 @@ from .validation import validation_frames, validation_table, worst_predictions
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="perfkit", description="Measure and record deep-learning GPU performance.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{info,list,published,validate,record,advise}")
+    sub = p.add_subparsers(dest="command", required=True,
+                           metavar="{info,list,published,validate,record,advise,calibrate}")
     sub.add_parser("info", help="this device's spec and the software versions")
     pl = sub.add_parser("list", help="registered experiments and recordings found")
     pl.add_argument("--data", metavar="DIR", default=None,
@@ -74,7 +80,38 @@ def _parser() -> argparse.ArgumentParser:
     pa.add_argument("--csv", metavar="FILE", default=None, help="also write the findings to this CSV file")
     pa.add_argument("--step-time", metavar="SECONDS", type=float, default=None,
                     help="a step's measured time: also print its model FLOPs utilization (MFU)")
+    pc = sub.add_parser("calibrate", help="measure this device's achievable ceilings (about a minute), save them")
+    speed = pc.add_mutually_exclusive_group()
+    speed.add_argument("--quick", action="store_true", help="a smaller search (about 15 s)")
+    speed.add_argument("--thorough", action="store_true", help="also a wide grid search, to compare with")
+    pc.add_argument("--dtype", action="append", default=None, metavar="DTYPE",
+                    help="a dtype to calibrate (repeat; default: every one this device runs)")
+    pc.add_argument("--out", metavar="FILE.json", default=None, help="save the profile here (default: the user's cache)")
+    pc.add_argument("--no-save", action="store_true", help="print the report, save nothing")
+    pc.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+    except ValueError:  # not the main thread
+        previous = None
+    try:
+        result = calibrate(quick=args.quick, thorough=args.thorough, dtypes=args.dtype, out=args.out,
+                           save=not args.no_save, progress=not args.no_progress)
+    except (TypeError, ValueError, LookupError) as e:
+        print(f"perfkit calibrate: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("perfkit calibrate: interrupted; nothing was written", file=sys.stderr)
+        return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    print(result)
+    return 0
 
 
 def _input(text: str, meta: bool):
@@ -111,7 +148,8 @@ def _advise(args: argparse.Namespace) -> int:
         inputs = tuple(_input(text, meta) for text in args.input)
         with torch.device("meta") if meta else contextlib.nullcontext():
             model = factory()
-        advice = advise(model, inputs if len(inputs) > 1 else inputs[0], args.dtype, args.spec,
+        spec = args.spec if args.spec is not None or not cuda_available() else current_device()  # calibrated
+        advice = advise(model, inputs if len(inputs) > 1 else inputs[0], args.dtype, spec,
                         training=not args.inference, meta=meta)
         mfu = advice.mfu(args.step_time) if args.step_time is not None else None
     except (TypeError, ValueError, LookupError) as e:
@@ -292,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
         return _validate(args.worst, args.by)
     if args.command == "advise":
         return _advise(args)
+    if args.command == "calibrate":
+        return _calibrate(args)
     return _record(args)
 
 

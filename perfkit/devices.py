@@ -86,14 +86,15 @@ class DeviceSpec:
             ("memory bandwidth", fmt(self.mem_bandwidth, "GB/s", GIGA), self.sources.get("mem_bandwidth", "")),
             ("L2 cache", fmt(self.l2_bytes, "MiB", MiB), self.sources.get("l2_bytes", "")),
             ("memory", fmt(self.memory_bytes, "GiB", GiB), self.sources.get("memory_bytes", "")),
+            ("ceilings", "measured" if self.measured_ceilings else "datasheet × fractions",
+             self.sources.get("ceilings", "")),
         ]
         for d in DTYPES:
             if d in self.peaks:
                 obp = f", ops:byte {self.ops_per_byte(d):.1f}" if self.mem_bandwidth else ""
                 rate = format_rate(self.peaks[d], "OP" if d == "int8" else "FLOP")
                 rows.append((f"peak {d}", f"{rate}{obp}", self.sources.get("peaks", "")))
-        w0 = max(len(r[0]) for r in rows)
-        w1 = max(len(r[1]) for r in rows)
+        w0, w1 = (max(len(r[i]) for r in rows) for i in (0, 1))
         return "\n".join(f"{a:<{w0}}  {b:<{w1}}  {c}".rstrip() for a, b, c in rows)
 
 

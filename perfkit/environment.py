@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import platform
 import shutil
 import subprocess
 from pathlib import Path
@@ -85,6 +86,18 @@ def perfkit_commit() -> str | None:
     return head + ("-dirty" if _git(repo, "status", "--porcelain", "--", "perfkit") else "")
 
 
+def cpu_model() -> str | None:
+    """This CPU's model name (``/proc/cpuinfo``, else :func:`platform.processor`), or ``None``."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
 def environment() -> dict[str, Any]:
     """Versions a recording depends on: ``driver`` (NVIDIA), ``cuda`` (torch's CUDA runtime), ``torch``,
     ``cupy``, ``triton``, ``perfkit``, ``perfkit_commit`` and ``cuda_available``; ``None`` where a value
@@ -108,4 +121,4 @@ def environment() -> dict[str, Any]:
     }
 
 
-__all__ = ["environment", "module_version", "nvidia_driver_version", "perfkit_commit"]
+__all__ = ["cpu_model", "environment", "module_version", "nvidia_driver_version", "perfkit_commit"]

@@ -7,6 +7,8 @@ variables set here reach the chapter kernels and the book build too:
   (tests/test_book.py) keeps Agg: perfkit's figures show themselves as a cell's result.
 - ``TRITON_INTERPRET=1`` when there is no CUDA GPU: Triton kernels then run under Triton's
   interpreter on the CPU. It must be set before anything imports triton.
+- ``PERFKIT_CACHE`` points at an empty folder of this session: a device profile the developer saved
+  with ``python -m perfkit calibrate`` must not change what the tests (and chapters) compute.
 - Tests marked ``gpu`` are skipped unless ``torch.cuda.is_available()``.
 - A test that needs a published third-party table (``perfkit.published``) where the published-data
   folder lacks it is skipped, saying how to get the tables (``PublishedDataMissing``); this
@@ -17,9 +19,13 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import warnings
 
 os.environ["MPLBACKEND"] = "Agg"
+if "PERFKIT_TEST_CACHE" not in os.environ:  # one folder for the session and its pytest-xdist workers
+    os.environ["PERFKIT_TEST_CACHE"] = tempfile.mkdtemp(prefix="perfkit-cache-")
+os.environ["PERFKIT_CACHE"] = os.environ["PERFKIT_TEST_CACHE"]
 
 
 from perfkit.devices import cuda_available  # noqa: E402  (imports torch, never triton)

@@ -96,8 +96,11 @@ class Advice:
         """Model FLOPs utilization of a step measured at ``step_time_s`` seconds: :attr:`flops` ÷ the time,
         against the spec's dense datasheet peak for the dtype and against its achievable ceiling."""
         step_time_s = positive_number("step_time_s", step_time_s)
+        measured = self.spec.measured_ceilings
+        calibrated = measured is not None and self.dtype in measured.flop_s
         return MFU(self.flops, step_time_s, self.spec.peak_flop_s(self.dtype),
-                   self.spec.ceilings.flop_s_for(self.dtype), self.spec.label, self.dtype)
+                   self.spec.ceilings.flop_s_for(self.dtype), self.spec.label, self.dtype,
+                   measured.source if calibrated else "")
 
     def by_rule(self) -> pd.DataFrame:
         """One row per rule that fired, in :data:`RULES` order: how many findings, the summed predicted
@@ -199,7 +202,9 @@ class Advice:
 class MFU:
     """Model FLOPs utilization: ``flops`` done in ``step_time_s`` (``flop_s``) as a share of the dense
     datasheet peak (``of_peak``, what papers report) and of the achievable ceiling (``of_ceiling``, what
-    is left to win). Never a sparse peak: a dense model cannot use 2:4 sparsity's doubled rate."""
+    is left to win): measured on this GPU when ``ceiling_source`` says so (:func:`perfkit.calibrate`),
+    else the documented fraction of the datasheet. Never a sparse peak: a dense model cannot use 2:4
+    sparsity's doubled rate."""
 
     flops: float
     step_time_s: float
@@ -207,6 +212,7 @@ class MFU:
     ceiling_flop_s: float
     device: str = ""
     dtype: str = ""
+    ceiling_source: str = ""  # where a measured ceiling comes from; "" for the default fraction
 
     @property
     def flop_s(self) -> float:
@@ -221,10 +227,14 @@ class MFU:
         return self.flop_s / self.ceiling_flop_s
 
     def __str__(self) -> str:
-        return (f"{self.flop_s / 1e12:.1f} TFLOP/s in {self.dtype} on {self.device}: "
+        head = (f"{self.flop_s / 1e12:.1f} TFLOP/s in {self.dtype} on {self.device}: "
                 f"MFU {format_percent(self.of_peak)} "
                 f"of the {self.peak_flop_s / 1e12:.0f} TFLOP/s dense datasheet peak, "
-                f"{format_percent(self.of_ceiling)} of the {self.ceiling_flop_s / 1e12:.0f} TFLOP/s achievable")
+                f"{format_percent(self.of_ceiling)} of ")
+        if self.ceiling_source:
+            return head + f"the {self.ceiling_flop_s / 1e12:.0f} TFLOP/s this GPU achieves ({self.ceiling_source})"
+        return head + (f"the {self.ceiling_flop_s / 1e12:.0f} TFLOP/s achievable (a documented fraction of the "
+                       "datasheet; `python -m perfkit calibrate` measures this GPU's)")
 
 
 def advised_spec(spec: str | DeviceSpec | None) -> tuple[DeviceSpec, str]:

@@ -1,24 +1,38 @@
-"""Calibration, at the edge: the ceilings recorded in ``data/``, attached to a :class:`DeviceSpec`.
+"""Measured ceilings attached to a :class:`DeviceSpec`: from a device profile, or the recordings in ``data/``.
 
-The models never read ``data/``: they use the ceilings a spec carries (``spec.ceilings``, see
+The models never read a file: they use the ceilings a spec carries (``spec.ceilings``, see
 :mod:`perfkit.ceilings`), the documented defaults unless measured ones were attached. This module
-is where they are attached: :func:`calibrated` returns the spec with the ceilings recorded for its
-GPU (``ceiling_matmul`` and ``ceiling_copy``, and ``gemm_alignment`` for unaligned dimensions),
-:func:`current_device` the device in use, calibrated. Nothing in perfkit's core imports it.
+is where they are attached. :func:`calibrated` returns the spec with, in order of preference:
+
+1. the profile a calibration saved for its device in the user's cache (``python -m perfkit
+   calibrate``, :func:`~.profile.profile_path`): the reader's own measurement;
+2. a profile committed with the recordings in ``data/<device>/device_profile.json`` (the book's GPU);
+3. the ceilings recorded in ``data/`` (``ceiling_matmul`` and ``ceiling_copy``, and
+   ``gemm_alignment`` for unaligned dimensions).
+
+:func:`current_device` is the device in use, calibrated; its ``sources["ceilings"]`` says which
+profile it used. Nothing in perfkit's core imports this module.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import replace
+from pathlib import Path
 
 from ..ceilings import Ceilings, _check_spec, alignment_slowdown, measured_ceilings
-from ..data import load
-from ..devices import DeviceSpec, device_spec
+from ..data import data_root, load
+from ..devices import DeviceSpec, cpu_name, cuda_available, device_spec
 from ..devices import current_device as _device_in_use
+from ..environment import cpu_model
 from ..provenance import caption, source_of
+from .profile import DeviceProfile, load_profile, profile_path
 
-__all__ = ["calibrated", "current_device", "recorded_ceilings", "recorded_ceilings_of"]
+#: The name of a device profile committed with a device's recordings in ``data/<device-slug>/``.
+PROFILE_FILE = "device_profile.json"
+
+__all__ = ["PROFILE_FILE", "calibrated", "current_device", "recorded_ceilings", "recorded_ceilings_of"]
 
 
 def _recording(name: str, spec: DeviceSpec, root):
@@ -43,24 +57,97 @@ def recorded_ceilings_of(spec: DeviceSpec, root: str | os.PathLike | None = None
     return Ceilings(best["flop_s"], best["bandwidth"], f"measured ({label})", slowdown)
 
 
-def calibrated(spec: str | DeviceSpec, root: str | os.PathLike | None = None) -> DeviceSpec:
-    """``spec`` (a :class:`DeviceSpec` or a device name) with the ceilings recorded for its GPU in
-    ``data/`` (or ``root``) attached as ``measured_ceilings``, so that ``spec.ceilings`` and every
-    model use them; the spec unchanged when nothing is recorded for it."""
+def _is_path(value) -> bool:
+    return isinstance(value, os.PathLike) or (isinstance(value, str) and value.lower().endswith(".json"))
+
+
+def _cached_profile(spec: DeviceSpec) -> tuple[DeviceProfile, Path] | None:
+    """The profile saved in the user's cache for ``spec``'s device, if there is one and it is
+    readable (an unreadable one is ignored, with a warning that names it)."""
+    path = profile_path(spec.name)
+    if not path.is_file():
+        return None
+    try:
+        profile = load_profile(path)
+    except (OSError, ValueError) as e:
+        warnings.warn(f"ignoring the saved device profile: {e} (run `python -m perfkit calibrate` again, "
+                      "or delete the file)", UserWarning, stacklevel=3)
+        return None
+    return (profile, path) if profile.matches(spec) else None
+
+
+def _data_profile(spec: DeviceSpec, root) -> tuple[DeviceProfile, Path] | None:
+    """A profile committed with the recordings in ``data/`` (or ``root``) measured on ``spec``'s device."""
+    base = data_root(root)
+    for path in sorted(base.glob(f"*/{PROFILE_FILE}")) if base.is_dir() else ():
+        try:
+            profile = load_profile(path)
+        except (OSError, ValueError):
+            continue
+        if profile.matches(spec):
+            return profile, path
+    return None
+
+
+def calibrated(spec: str | os.PathLike | DeviceSpec, root: str | os.PathLike | None = None, *,
+               profile: str | os.PathLike | None = None) -> DeviceSpec:
+    """``spec`` with the ceilings measured on its device attached (``spec.ceilings`` and every model
+    then use them); the spec unchanged when nothing was measured on it.
+
+    ``spec`` is a :class:`DeviceSpec`, a device name (``"H100-SXM"``) or the path of a device
+    profile (a ``.json`` file :func:`perfkit.calibrate` wrote: its device, calibrated). Where the
+    ceilings come from is in the module docstring; ``profile`` names one to use (``ValueError`` if it
+    was measured on another device), ``root`` another recordings folder than ``data/``.
+    """
+    if _is_path(spec):
+        path = Path(spec)
+        return load_profile(path).spec(str(path))
     if isinstance(spec, str):
         spec = device_spec(spec)
     if not isinstance(spec, DeviceSpec):
-        raise TypeError(f"spec must be a DeviceSpec or a device name such as 'H100-SXM', got {spec!r}")
+        raise TypeError("spec must be a DeviceSpec, a device name such as 'H100-SXM' or the path of a device "
+                        f"profile (.json), got {spec!r}")
+    if profile is not None:
+        if not isinstance(profile, (str, os.PathLike)):
+            raise TypeError(f"profile must be the path of a device profile (.json) or None, got {profile!r}")
+        found = load_profile(profile)
+        if not found.matches(spec):
+            raise ValueError(f"profile {str(profile)!r} was measured on {found.identity.get('name')!r}, "
+                             f"not on {spec.name!r}: calibrate that device, or pass its own profile")
+        return found.spec(str(profile))
     if not spec.mem_bandwidth:
         return spec  # no bandwidth, no ceilings to attach
+    saved = _cached_profile(spec) or _data_profile(spec, root)
+    if saved is not None:
+        return saved[0].spec(str(saved[1]))
     measured = recorded_ceilings_of(spec, root)
-    return spec if measured is None else replace(spec, measured_ceilings=measured)
+    if measured is None:
+        return spec
+    return replace(spec, measured_ceilings=measured, sources={**spec.sources, "ceilings": measured.source})
 
 
 def current_device(refresh: bool = False) -> DeviceSpec:
-    """The device in use (:func:`perfkit.devices.current_device`) with its recorded ceilings
-    attached when ``data/`` has them (:func:`calibrated`)."""
+    """The device in use (:func:`perfkit.devices.current_device`) with its measured ceilings
+    attached (:func:`calibrated`). On a CPU with a saved profile of this CPU, the profile's spec
+    (no quick measurement needed)."""
+    if not cuda_available():
+        saved = _cached_cpu_profile()
+        if saved is not None:
+            return saved
     return calibrated(_device_in_use(refresh))
+
+
+def _cached_cpu_profile() -> DeviceSpec | None:
+    path = profile_path(cpu_name())
+    if not path.is_file():
+        return None
+    try:
+        profile = load_profile(path)
+    except (OSError, ValueError):
+        return None  # current_device() measures this CPU instead
+    if profile.identity.get("name") != cpu_name() or profile.identity.get("model") != cpu_model():
+        return None
+    return profile.spec(str(path))
 
 
 def recorded_ceilings(spec: DeviceSpec, dtype: str = "float16") -> dict | None:

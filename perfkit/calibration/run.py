@@ -1,0 +1,235 @@
+"""Calibrate the device in use: measure its achievable ceilings and check the model against it.
+
+:func:`calibrate` (``python -m perfkit calibrate``) runs, in about a minute (``quick``: about 15 s):
+
+1. **matmul**, per dtype: the model-guided search of :mod:`.search` (shapes that fill whole tiles
+   and whole waves, refined around the best); ``thorough`` also runs the wide grid, to compare;
+2. **copy**: device-to-device copies of growing size; the best copy from DRAM is the bandwidth
+   ceiling, and copies that fit the L2 show its effect where there is one;
+3. **the fixed cost of a kernel**: a one-element add (a plain launch; inside a CUDA graph too) and
+   a 16×16×16 GEMM;
+4. **validation**: a fixed set of GEMMs and memory-bound ops, timed, and predicted by the models
+   before calibration (the spec's documented defaults) and after (the measured ceilings).
+
+The result is a :class:`~.profile.DeviceProfile`, saved (atomically, only once every step has
+finished: an interrupted calibration writes nothing) to the user's cache, where
+:func:`perfkit.current_device` finds it, or to ``out``. Units: seconds, bytes, FLOP/s, bytes/s.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from .._validate import boolean, dtype_names
+from ..devices import DeviceSpec
+from ..environment import cpu_model, environment
+from ..gemm_model import predict_gemm_time, prediction_error
+from ..matmul import supports_dtype
+from ..memory_model import memory_time
+from ..placement import measured_on, resolve_device
+from ..units import MiB
+from . import probes
+from .profile import DeviceProfile, identity_of, profile_path, save_profile, spec_dict
+from .report import report
+from .search import SearchResult, guided_search, time_window_s, wide_search
+
+__all__ = ["CPU_DTYPES", "GPU_DTYPES", "Calibration", "calibrate"]
+
+#: Dtypes calibrated by default, where the device runs them.
+GPU_DTYPES = ("float32", "tf32", "float16", "bfloat16", "float8", "int8")
+CPU_DTYPES = ("float32", "float64", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What :func:`calibrate` measured: the ``profile`` (saved at ``path``, ``None`` when not
+    saved), each dtype's guided search and, with ``thorough``, the wide one. ``spec`` is the device
+    with the measured ceilings attached; ``before`` the spec the calibration started from."""
+
+    profile: DeviceProfile
+    path: Path | None
+    before: DeviceSpec
+    searches: Mapping[str, SearchResult] = field(default_factory=dict)
+    wide: Mapping[str, SearchResult] = field(default_factory=dict)
+
+    @property
+    def spec(self) -> DeviceSpec:
+        """The calibrated device: the spec with the measured ceilings (``spec.ceilings``)."""
+        return self.profile.spec(None if self.path is None else str(self.path))
+
+    def validation(self) -> pd.DataFrame:
+        """The validation set: one row per op, measured and predicted before and after (seconds)."""
+        return pd.DataFrame(self.profile.validation["rows"])
+
+    def trials(self) -> pd.DataFrame:
+        """Every timing of the matmul searches (dtype, method, stage, M, N, K, time_s, flop_s, predicted_s)."""
+        return pd.DataFrame(self.profile.search)
+
+    def __str__(self) -> str:
+        return report(self.profile, self.path)
+
+    def _repr_markdown_(self) -> str:
+        return "```text\n" + str(self) + "\n```"
+
+
+def _environment() -> dict[str, Any]:
+    env = environment()
+    return {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "perfkit": env["perfkit"],
+            "torch": env["torch"], "cuda": env["cuda"], "driver": env["driver"],
+            "python": platform.python_version(), "platform": platform.platform()}
+
+
+def _dtypes(dtypes: Any, device: str, spec: DeviceSpec) -> list[str]:
+    runnable = [d for d in (GPU_DTYPES if device == "cuda" else CPU_DTYPES)
+                if d in spec.peaks and supports_dtype(d, device)]
+    if dtypes is None:
+        return runnable
+    wanted = dtype_names("dtypes", dtypes)
+    bad = [d for d in wanted if d not in runnable]
+    if bad:
+        raise ValueError(f"dtypes: {', '.join(map(repr, bad))} cannot be calibrated on {spec.label}; "
+                         f"this device runs {', '.join(map(repr, runnable)) or 'none'}")
+    return wanted
+
+
+def _main_dtype(dtypes: list[str], device: str) -> str:
+    """The dtype of the validation set and of the GEMM floor: bfloat16 on a GPU, float32 on a CPU."""
+    preferred = "bfloat16" if device == "cuda" else "float32"
+    return preferred if preferred in dtypes else dtypes[0]
+
+
+def _matmul_entry(guided: SearchResult, wide: SearchResult | None) -> dict[str, Any]:
+    best = guided.best
+    how = (f"best median of {len(guided.trials)} GEMMs chosen by perfkit's model (whole tiles and waves, "
+           f"refined around the best; {guided.stopped})")
+    return {"flop_s": best.flop_s, "M": best.M, "N": best.N, "K": best.K, "time_s": best.time_s,
+            "trials": len(guided.trials), "how": how,
+            "wide_flop_s": None if wide is None else wide.best.flop_s,
+            "wide_trials": None if wide is None else len(wide.trials)}
+
+
+def _copy_entries(rows: list[dict[str, float]], spec: DeviceSpec, kernel_s: float) -> tuple[dict, dict | None]:
+    """The DRAM copy ceiling (copies whose source and destination are ≥ 4× the L2, or ≥ 64 MiB),
+    and the L2's effect: copies whose source and destination fit in the L2 and take at least twice
+    the fixed cost of a kernel (``kernel_s``), their bandwidth net of that cost (on a GPU a copy
+    that fits the L2 takes a few microseconds, as long as the launch itself)."""
+    if not rows:
+        raise ValueError("no copy fitted in free memory: free some memory and calibrate again")
+    l2 = spec.l2_bytes
+    dram = [r for r in rows if 2 * r["bytes"] >= max(4 * (l2 or 0), 64 * MiB)] or rows[-1:]
+    best = max(dram, key=lambda r: r["bandwidth"])
+    copy = {"bandwidth": best["bandwidth"], "bytes": int(best["bytes"]),
+            "how": f"best of {len(dram)} device-to-device copies of {dram[0]['bytes'] / MiB:g}–"
+                   f"{dram[-1]['bytes'] / MiB:g} MiB (Tensor.copy_, bytes read + written, the same buffers "
+                   "copied again and again)", "rows": rows}
+    cached = [r for r in rows if l2 and 2 * r["bytes"] <= l2 and r["time_s"] >= 2 * kernel_s]
+    if not cached:
+        return copy, None
+    net = {r["bytes"]: 2 * r["bytes"] / (r["time_s"] - kernel_s) for r in cached}
+    top = max(net, key=net.get)
+    ratio = net[top] / best["bandwidth"]
+    return copy, {"bandwidth": net[top], "bytes": int(top), "dram_bandwidth": best["bandwidth"],
+                  "ratio": ratio, "shows": bool(ratio >= 1.2),
+                  "how": f"best of {len(cached)} copies whose source and destination fit in the {l2 / MiB:g} MiB L2, "
+                         "net of the fixed cost of a kernel, against the DRAM copy"}
+
+
+def _validation(before: DeviceSpec, after: DeviceSpec, dtype: str, device: str, quick: bool,
+                max_bytes: int) -> dict[str, Any]:
+    rows = []
+    for M, N, K in probes.validation_gemms(device, quick):
+        nbytes, flops = probes.gemm_case_bytes(M, N, K, dtype)
+        if nbytes > max_bytes:
+            continue
+        measured_s = probes.gemm_timer(dtype, device, quick=quick)(M, N, K)
+        rows.append({"kind": "gemm", "shape": f"{M}×{N}×{K}", "dtype": dtype, "bytes": nbytes, "flops": flops,
+                     "measured_s": measured_s, "before_s": predict_gemm_time(M, N, K, dtype, before),
+                     "after_s": predict_gemm_time(M, N, K, dtype, after)})
+    for case in probes.memory_cases(device, quick):
+        nbytes = probes.memory_case_bytes(case, dtype)
+        if nbytes > max_bytes:
+            continue
+        measured_s = probes.time_memory_case(case, dtype, device, quick=quick)
+        rows.append({"kind": case.kind, "shape": "×".join(map(str, case.shape)), "dtype": dtype, "bytes": nbytes,
+                     "flops": 0, "measured_s": measured_s, "before_s": memory_time(nbytes, before),
+                     "after_s": memory_time(nbytes, after)})
+    summary = {}
+    for when in ("before", "after"):
+        err = prediction_error([r["measured_s"] for r in rows], [r[f"{when}_s"] for r in rows])
+        summary[when] = {"median_abs": err["median_abs"], "p90_abs": err["p90_abs"], "n": err["n"]}
+    return {"rows": rows, **summary}
+
+
+def calibrate(*, quick: bool = False, thorough: bool = False, dtypes: Any = None, out: str | os.PathLike | None = None,
+              save: bool = True, progress: bool = True) -> Calibration:
+    """Measure the device in use (the GPU, else this CPU) and return a :class:`Calibration`.
+
+    - ``quick``: a smaller search and validation set (about 15 s); ``thorough``: also the wide grid
+      search per dtype, to see how close the guided search gets (its own figure in the profile).
+    - ``dtypes``: the dtypes to calibrate (default: every one this device runs of
+      :data:`GPU_DTYPES` or :data:`CPU_DTYPES`).
+    - ``save``: write the profile to ``out`` (a ``.json`` path), else to the user's cache
+      (:func:`~.profile.profile_path`), where :func:`perfkit.current_device` finds it. Nothing
+      is written until every step has finished.
+    """
+    quick, thorough = boolean("quick", quick), boolean("thorough", thorough)
+    save, progress = boolean("save", save), boolean("progress", progress)
+    if quick and thorough:
+        raise ValueError("quick and thorough exclude each other: pick one (or neither, the default)")
+    if out is not None and not isinstance(out, (str, os.PathLike)):
+        raise TypeError(f"out must be a path to a .json file or None, got {out!r}")
+    if out is not None and Path(out).suffix != ".json":
+        raise ValueError(f"out must name a .json file, got {str(out)!r}")
+    device = resolve_device("auto")
+    base = measured_on()
+    dtypes = _dtypes(dtypes, device, base)
+    if not dtypes:
+        raise ValueError(f"{base.label} runs none of perfkit's matmul dtypes through torch")
+    from tqdm.auto import tqdm
+
+    start = time.perf_counter()
+    max_bytes = probes.free_bytes(device)
+    steps = tqdm(total=len(dtypes) * (2 if thorough else 1) + 3, desc="calibrate", disable=not progress, leave=False)
+    searches, wide = {}, {}
+    for d in dtypes:
+        steps.set_postfix_str(f"matmul {d}")
+        timer = probes.gemm_timer(d, device, quick=quick)
+        searches[d] = guided_search(timer, base, d, quick=quick, window_s=time_window_s(base, quick),
+                                    max_bytes=max_bytes)
+        steps.update()
+        if thorough:
+            wide[d] = wide_search(timer, base, d, window_s=time_window_s(base, quick), max_bytes=max_bytes)
+            steps.update()
+    main = _main_dtype(dtypes, device)
+    steps.set_postfix_str("kernel floor")
+    floors = probes.launch_floors(device, main, quick=quick)
+    latency = {"gemm_s": floors["gemm_s"], "kernel_s": floors["kernel_s"], "graph_s": floors["graph_s"],
+               "how": "median of a one-element add (plain launch; and inside a CUDA graph) and of a 16×16×16 "
+                      f"{main} GEMM, timed by perfkit.bench without flushing the L2"}
+    steps.update()
+    steps.set_postfix_str("copy")
+    copy, l2 = _copy_entries(probes.copy_sweep(device, quick=quick, max_bytes=max_bytes), base, floors["kernel_s"])
+    steps.update()
+    matmul = {d: _matmul_entry(searches[d], wide.get(d)) for d in dtypes}
+    search = [row for d in dtypes for r in (searches[d], *([wide[d]] if d in wide else ()))
+              for row in r.frame().to_dict("records")]
+    draft = DeviceProfile(device=spec_dict(base), identity=identity_of(base, cpu_model() if device == "cpu" else None),
+                          environment=_environment(), mode="thorough" if thorough else "quick" if quick else "default",
+                          duration_s=0.0, matmul=matmul, copy=copy, l2=l2, latency=latency,
+                          validation={"rows": [], "before": {}, "after": {}}, search=search)
+    steps.set_postfix_str("validation")
+    validation = _validation(base, draft.spec(), main, device, quick, max_bytes)
+    steps.update()
+    steps.close()
+    profile = replace(draft, validation=validation, duration_s=time.perf_counter() - start)
+    path = None
+    if save:
+        path = save_profile(profile, out if out is not None else profile_path(base.name))
+    return Calibration(profile=profile, path=path, before=base, searches=searches, wide=wide)

@@ -9,7 +9,9 @@
 #   PERFKIT_COMMIT the commit being recorded, for the metadata, when the tree has no .git
 #                 (e.g. PERFKIT_COMMIT=$(git rev-parse HEAD) from the machine that sent the tree)
 #   --quick       pass --quick to `perfkit record` (small sweeps)
-#   --only STEP   run just one step: kernels | record | tests | bench | chapters
+#   --only STEP   run just one step: calibrate | kernels | record | tests | bench | chapters
+#                 (calibrate: first, `perfkit calibrate --thorough`: the GPU's measured ceilings, which
+#                 the book's predictions for this GPU use once device_profile.json is committed)
 #                 (kernels: the GPU tests of perfkit's own kernels, first, since the recordings
 #                 of the experiments that time them are worthless if a kernel is wrong)
 #   --budget S    time budget of the record step in seconds (default 480 = 8 minutes); when it
@@ -19,6 +21,7 @@
 # What comes back in $OUT (at most 8 files, no folders unless --keep; when every step runs,
 # the step logs are only inside results.tar.gz):
 #   info.log             nvidia-smi and `python -m perfkit info`
+#   device_profile.json  the calibration's profile: commit it as data/<device-slug>/device_profile.json
 #   record.log           the recording's output (time per experiment)
 #   recording.tar.gz     data/<device-slug>/<experiment>.csv|.json: unpack, then copy the
 #                        <device-slug>/ folder into the repository's data/
@@ -48,7 +51,7 @@ usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' 
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) QUICK="--quick"; shift ;;
-        --only) ONLY="${2:-}"; shift 2 || { echo "--only needs a step: kernels|record|tests|bench|chapters" >&2; exit 2; } ;;
+        --only) ONLY="${2:-}"; shift 2 || { echo "--only needs a step: calibrate|kernels|record|tests|bench|chapters" >&2; exit 2; } ;;
         --budget) BUDGET="${2:-}"; shift 2 || { echo "--budget needs seconds" >&2; exit 2; } ;;
         --keep) KEEP=1; shift ;;
         -h|--help) usage; exit 0 ;;
@@ -56,8 +59,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 case "$ONLY" in
-    ""|kernels|record|tests|bench|chapters) ;;
-    *) echo "gpu_run.sh: --only must be kernels, record, tests, bench or chapters, got '$ONLY'" >&2; exit 2 ;;
+    ""|calibrate|kernels|record|tests|bench|chapters) ;;
+    *) echo "gpu_run.sh: --only must be calibrate, kernels, record, tests, bench or chapters, got '$ONLY'" >&2; exit 2 ;;
 esac
 case "$BUDGET" in
     ''|*[!0-9]*) echo "gpu_run.sh: --budget must be a whole number of seconds, got '$BUDGET'" >&2; exit 2 ;;
@@ -115,6 +118,12 @@ step() {
 } 2>&1 | tee "$OUT/info.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || { note "$(printf '%-9s %-34s' info FAILED)"; FAILED=1; }
 
+if wants calibrate; then
+    rm -f "$OUT/device_profile.json"
+    step calibrate "$OUT/calibrate.log" "$PY" -m perfkit calibrate --thorough --no-progress \
+        --out "$OUT/device_profile.json"
+fi
+
 if wants kernels; then
     step kernels "$OUT/kernels.log" "$PY" -m pytest -m gpu -q tests/test_persistent_rnn.py tests/test_kernels.py \
         -p no:cacheprovider -o addopts="" -o testpaths=tests
@@ -144,7 +153,7 @@ note "$(printf '%-9s %-34s %5d s' total "$([ "$FAILED" -eq 0 ] && echo ok || ech
 
 # Pack logs, summary and figures into one file; drop the loose folders (the tars hold them).
 PACK=()
-for f in info.log kernels.log record.log gpu_tests.log bench.log chapters.log summary.txt figures; do
+for f in info.log calibrate.log kernels.log record.log gpu_tests.log bench.log chapters.log summary.txt figures; do
     [ -e "$OUT/$f" ] && PACK+=("$f")
 done
 tar -czf "$OUT/results.tar.gz" -C "$OUT" "${PACK[@]}" || FAILED=1
@@ -154,7 +163,8 @@ if [ "$KEEP" -eq 0 ]; then
     # The device tool brings back at most 8 files: when every step ran, the step logs stay only
     # inside results.tar.gz.
     if [ "$(find "$OUT" -maxdepth 1 -type f | wc -l)" -gt 8 ]; then
-        rm -f "$OUT"/kernels.log "$OUT"/record.log "$OUT"/gpu_tests.log "$OUT"/bench.log "$OUT"/chapters.log
+        rm -f "$OUT"/calibrate.log "$OUT"/kernels.log "$OUT"/record.log "$OUT"/gpu_tests.log "$OUT"/bench.log \
+            "$OUT"/chapters.log
     fi
 fi
 

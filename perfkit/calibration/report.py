@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from ..ceilings import KERNEL_LATENCY_S
+from ..gemm_model import prediction_error
 from ..units import GiB, MiB, format_percent, format_rate, format_time
 from .profile import DeviceProfile
 
-__all__ = ["ceilings_table", "report"]
+__all__ = ["ceilings_table", "error_by_kind", "report"]
 
 
 def _size(nbytes: float) -> str:
@@ -55,6 +56,18 @@ def ceilings_table(profile: DeviceProfile) -> list[dict[str, Any]]:
     return rows
 
 
+def error_by_kind(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
+    """The validation error of GEMMs and of memory-bound ops apart: ``{"GEMMs": {"before": …, "after": …},
+    "memory-bound": …}``, each :func:`perfkit.gemm_model.prediction_error` (kinds with no row left out)."""
+    out = {}
+    for label, keep in (("GEMMs", lambda r: r["kind"] == "gemm"), ("memory-bound", lambda r: r["kind"] != "gemm")):
+        part = [r for r in rows if keep(r)]
+        if part:
+            out[label] = {when: prediction_error([r["measured_s"] for r in part], [r[f"{when}_s"] for r in part])
+                          for when in ("before", "after")}
+    return out
+
+
 def report(profile: DeviceProfile, path: str | Path | None = None) -> str:
     """The calibration as text: the device, each ceiling, the model's error before and after."""
     env, device = profile.environment, profile.device
@@ -70,8 +83,13 @@ def report(profile: DeviceProfile, path: str | Path | None = None) -> str:
     v = profile.validation
     if v.get("rows"):
         b, a = v["before"], v["after"]
-        lines.append(f"The model on {a['n']} GEMMs and memory-bound ops of this device: median error "
-                     f"{format_percent(b['median_abs'])} before calibration, {format_percent(a['median_abs'])} after "
-                     f"(90th percentile {format_percent(b['p90_abs'])} → {format_percent(a['p90_abs'])})")
+        lines.append(f"The models on {a['n']} ops of this device, |predicted/measured − 1| before → after calibration:")
+        lines.append(f"  all ops        median {format_percent(b['median_abs'])} → {format_percent(a['median_abs'])}, "
+                     f"90th percentile {format_percent(b['p90_abs'])} → {format_percent(a['p90_abs'])}")
+        for label, part in error_by_kind(v["rows"]).items():
+            lines.append(f"  {label:<13}  median {format_percent(part['before']['median_abs'])} → "
+                         f"{format_percent(part['after']['median_abs'])}, 90th percentile "
+                         f"{format_percent(part['before']['p90_abs'])} → {format_percent(part['after']['p90_abs'])} "
+                         f"({part['after']['n']} ops)")
     lines.append(f"Saved to {path}" if path is not None else "Not saved (save=False)")
     return "\n".join(lines)

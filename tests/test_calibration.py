@@ -231,3 +231,36 @@ def test_data_profile_is_used_for_the_books_gpu(throttled_gpu, tmp_path):
     spec = pk.calibrated("H100-SXM", root=tmp_path)
     assert spec.ceilings.flop_s["bfloat16"] == cal.profile.matmul["bfloat16"]["flop_s"]
     assert recorded.PROFILE_FILE in spec.sources["ceilings"]
+
+
+# ------------------------------------------------------------------- the appendix's section
+
+def test_the_appendix_draws_and_tabulates_a_profile(throttled_gpu, tmp_path):
+    from matplotlib.figure import Figure
+
+    from perfkit.book import timing
+    from perfkit.display import Note, Table
+
+    profile = pk.calibrate(dtypes="bfloat16", thorough=True, save=False, progress=False).profile
+    source = timing.profile_source(profile, live=False)
+    assert str(source) == f"recorded on H100-SXM on {profile.date}"
+    assert timing.profile_source(profile, live=True).kind == "live"
+    fig = timing.plot_calibration(profile, source)
+    assert isinstance(fig, Figure) and len(fig.axes) == 2
+    assert fig.axes[0].get_title() == "The bfloat16 matmul search"
+    with pytest.raises(LookupError, match="float8.*calibrated: bfloat16"):
+        timing.plot_calibration(profile, source, dtype="float8")
+    with pytest.raises(TypeError, match="profile must be a DeviceProfile"):
+        timing.plot_calibration({"matmul": {}}, source)
+    errors = timing.error_frame(profile)
+    assert list(errors["ops"]) == ["all ops", "GEMMs", "memory-bound"]
+    assert errors["count"].sum() == 2 * errors["count"].iloc[0]
+    shown = timing.profile_table(profile)
+    assert isinstance(shown, Table) and "matmul bfloat16" in str(shown) and "guided/wide" in str(shown)
+    assert isinstance(timing.profile_table(None, absent="no H100 calibration yet"), Note)
+    assert timing.book_gpu_profile("H100-SXM", root=tmp_path) is None
+    folder = tmp_path / "nvidia-h100-80gb-hbm3"
+    folder.mkdir()
+    (folder / recorded.PROFILE_FILE).write_text(profile.to_json(), encoding="utf-8")
+    found, path = timing.book_gpu_profile("H100-SXM", root=tmp_path)
+    assert found == profile and path.parent == folder

@@ -32,7 +32,7 @@ from .profile import DeviceProfile, load_profile, profile_path
 #: The name of a device profile committed with a device's recordings in ``data/<device-slug>/``.
 PROFILE_FILE = "device_profile.json"
 
-__all__ = ["PROFILE_FILE", "calibrated", "current_device", "recorded_ceilings", "recorded_ceilings_of"]
+__all__ = ["PROFILE_FILE", "calibrated", "current_device", "data_profile", "recorded_ceilings", "recorded_ceilings_of"]
 
 
 def _recording(name: str, spec: DeviceSpec, root):
@@ -76,8 +76,9 @@ def _cached_profile(spec: DeviceSpec) -> tuple[DeviceProfile, Path] | None:
     return (profile, path) if profile.matches(spec) else None
 
 
-def _data_profile(spec: DeviceSpec, root) -> tuple[DeviceProfile, Path] | None:
-    """A profile committed with the recordings in ``data/`` (or ``root``) measured on ``spec``'s device."""
+def data_profile(spec: DeviceSpec, root: str | os.PathLike | None = None) -> tuple[DeviceProfile, Path] | None:
+    """The profile committed with the recordings in ``data/`` (or ``root``) measured on ``spec``'s device,
+    and its path; ``None`` if there is none."""
     base = data_root(root)
     for path in sorted(base.glob(f"*/{PROFILE_FILE}")) if base.is_dir() else ():
         try:
@@ -117,7 +118,7 @@ def calibrated(spec: str | os.PathLike | DeviceSpec, root: str | os.PathLike | N
         return found.spec(str(profile))
     if not spec.mem_bandwidth:
         return spec  # no bandwidth, no ceilings to attach
-    saved = _cached_profile(spec) or _data_profile(spec, root)
+    saved = _cached_profile(spec) or data_profile(spec, root)
     if saved is not None:
         return saved[0].spec(str(saved[1]))
     measured = recorded_ceilings_of(spec, root)

@@ -1,5 +1,5 @@
-"""Figures of the timing appendix: the same kernels timed by perfkit and by other timers, and
-published small-kernel timings (:func:`plot_small_kernels`)."""
+"""Figures of the timing appendix: the same kernels timed by perfkit and by other timers,
+published small-kernel timings (:func:`plot_small_kernels`), and a calibration (:func:`plot_calibration`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import EngFormatter
+from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
+from ...calibration.profile import DeviceProfile
 from ...devices import device_spec
 from ...display import Note
 from ...measurement import Measurement
@@ -16,7 +17,7 @@ from ...provenance import Source, live
 from ...units import format_time
 from ..figures import book_figure, frame_source, heading, new_figure, no_data, published_label, single_axes, time_axis
 
-__all__ = ["plot_samples", "plot_small_kernels", "plot_timers"]
+__all__ = ["plot_calibration", "plot_samples", "plot_small_kernels", "plot_timers"]
 
 _VARIANT_NAMES = {"launch": "plain launch", "graph": "CUDA graph", "persistent_atomic": "persistent (atomics)",
                   "persistent_gsync": "persistent (grid sync)", "model": "model: latency + bytes ÷ bandwidth"}
@@ -115,4 +116,64 @@ def plot_small_kernels(frame: pd.DataFrame | None, source: Source | str | None =
     ax_t.legend(fontsize=7, loc="upper left")
     heading(fig, f"Small kernels on the {spec.name}: the launch floor, the L2 and HBM" +
             (" (model only)" if model_only else ""), label)
+    return fig
+
+
+_STAGES = {"candidate": ("o", "proposed by the model"), "refine": ("s", "refined around the best"),
+           "wide": ("x", "wide grid")}
+
+
+@book_figure
+def plot_calibration(profile: DeviceProfile, source: Source | str, *, dtype: str | None = None) -> Figure:
+    """A calibration in two panels: the matmul search for ``dtype`` (default: the validation set's),
+    each GEMM's measured throughput in the order it was timed with the best so far; and the validation
+    set, each op's predicted ÷ measured time before and after calibration (1 = exact)."""
+    if not isinstance(profile, DeviceProfile):
+        raise TypeError(f"profile must be a DeviceProfile (pk.calibrate().profile), got {type(profile).__name__}")
+    rows = pd.DataFrame(profile.validation["rows"])
+    dtype = dtype or (rows["dtype"].iloc[0] if len(rows) else next(iter(profile.matmul)))
+    if dtype not in profile.matmul:
+        raise LookupError(f"dtype {dtype!r} was not calibrated; calibrated: {', '.join(profile.matmul)}")
+    fig, axes = new_figure(1, 2, height=4.4)
+    ax = axes[0, 0]
+    trials = pd.DataFrame(profile.search)
+    trials = trials[trials["dtype"] == dtype].reset_index(drop=True)
+    unit = "OP/s" if dtype == "int8" else "FLOP/s"
+    for stage, (marker, name) in _STAGES.items():
+        part = trials[trials["stage"] == stage]
+        if len(part):
+            ax.scatter(part.index + 1, part["flop_s"], marker=marker, label=name, zorder=3)
+    for method, part in trials.groupby("method", sort=False):
+        ax.step(part.index + 1, part["flop_s"].cummax(), where="post", color="0.4", lw=1,
+                ls="-" if method == "guided" else ":")
+    peak = profile.device["peaks"].get(dtype)
+    if peak:
+        ax.axhline(peak, color="C3", ls="--", lw=1, label="datasheet peak" if profile.device["kind"] == "gpu"
+                   else "quick estimate")
+    ax.yaxis.set_major_formatter(EngFormatter(unit=unit))
+    ax.set_xlabel("GEMM timed, in order")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(f"The {dtype} matmul search", fontsize=10)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
+    ax.grid(True, alpha=0.25)
+    ax = axes[0, 1]
+    if len(rows):
+        x = rows["measured_s"].to_numpy(dtype=float)
+        gemm = (rows["kind"] == "gemm").to_numpy()
+        for when, style in (("before", dict(facecolors="none", edgecolors="0.5")), ("after", dict(color="C0"))):
+            ratio = rows[f"{when}_s"].to_numpy(dtype=float) / x
+            ax.scatter(x[gemm], ratio[gemm], marker="o", label=f"GEMMs, {when}", **style)
+            ax.scatter(x[~gemm], ratio[~gemm], marker="^", label=f"memory-bound, {when}", **style)
+        ax.axhline(1.0, color="black", lw=1)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        time_axis(ax, "measured time", axis="x", log=True)
+        ax.set_ylabel("predicted ÷ measured")
+        ax.yaxis.set_major_locator(LogLocator(base=2))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2))
+    ax.set_title("The models on this device", fontsize=10)
+    ax.grid(True, which="both", alpha=0.25)
+    heading(fig, "Calibration: what this device achieves, and how well the model predicts it", source)
     return fig

@@ -1,0 +1,71 @@
+"""The appendix's section "Calibrate your own GPU": a device profile as tables, where its numbers
+come from, and the profile of the book's GPU committed in ``data/``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from ...calibration.profile import DeviceProfile
+from ...calibration.recorded import data_profile
+from ...calibration.report import ceilings_table, error_by_kind
+from ...devices import device_spec
+from ...display import Note, Table, table
+from ...provenance import Source, missing
+
+__all__ = ["book_gpu_profile", "ceilings_frame", "error_frame", "profile_source", "profile_table"]
+
+
+def _profile(profile: DeviceProfile) -> DeviceProfile:
+    if not isinstance(profile, DeviceProfile):
+        raise TypeError(f"profile must be a DeviceProfile (pk.calibrate().profile), got {type(profile).__name__}")
+    return profile
+
+
+def profile_source(profile: DeviceProfile, *, live: bool) -> Source:
+    """Where a profile's numbers come from: measured now on this machine (``live``), or recorded on
+    its device on the day of its calibration."""
+    device = _profile(profile).device
+    name = device.get("driver_name") or device["name"]
+    label = name if name == device["name"] else f"{device['name']} ({name})"
+    if live:
+        return Source("live", label, profile.date, quick=profile.mode == "quick")
+    return Source("recorded", name, profile.date)
+
+
+def ceilings_frame(profile: DeviceProfile) -> pd.DataFrame:
+    """One row per measured ceiling: ``ceiling``, ``measured``, ``reference`` (the datasheet, or a
+    CPU's quick estimate), ``share`` of it, and how it was measured."""
+    frame = pd.DataFrame(ceilings_table(_profile(profile)))
+    return frame.rename(columns={"how": "how it was measured"})
+
+
+def error_frame(profile: DeviceProfile) -> pd.DataFrame:
+    """The models' error on the validation set, before and after calibration: median and 90th
+    percentile of |predicted/measured − 1| for all ops, the GEMMs and the memory-bound ops."""
+    v = _profile(profile).validation
+    parts = {"all ops": {"before": v["before"], "after": v["after"]}, **error_by_kind(v["rows"])}
+    return pd.DataFrame([{"ops": label, "count": e["after"]["n"],
+                          "median before": e["before"]["median_abs"], "median after": e["after"]["median_abs"],
+                          "p90 before": e["before"]["p90_abs"], "p90 after": e["after"]["p90_abs"]}
+                         for label, e in parts.items()])
+
+
+def book_gpu_profile(name: str = "H100-SXM", root: str | os.PathLike | None = None
+                     ) -> tuple[DeviceProfile, Path] | None:
+    """The calibration profile of the GPU ``name`` committed with its recordings in ``data/`` (or
+    ``root``), and its path; ``None`` until a GPU run has recorded one."""
+    return data_profile(device_spec(name), root)
+
+
+def profile_table(found: DeviceProfile | tuple[DeviceProfile, Path] | None, *, live: bool = False,
+                  absent: str = "no profile") -> Table | Note:
+    """The ceilings of a profile (or of :func:`book_gpu_profile`'s ``(profile, path)``) as a table captioned
+    with where they come from; where there is none, a note saying ``absent``."""
+    if found is None:
+        return table(None, missing(absent))
+    profile = found[0] if isinstance(found, tuple) else found
+    frame = ceilings_frame(profile)
+    return table(frame, caption=str(profile_source(profile, live=live)), formats={"share": "{:.0%}"})

@@ -92,24 +92,33 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _calibrate(args: argparse.Namespace) -> int:
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    """Inside the block SIGTERM raises KeyboardInterrupt (a recording keeps its rows, a calibration
+    writes nothing); the previous handler afterwards."""
     previous = signal.getsignal(signal.SIGTERM)
     try:
         signal.signal(signal.SIGTERM, _raise_interrupt)
     except ValueError:  # not the main thread
         previous = None
     try:
-        result = calibrate(quick=args.quick, thorough=args.thorough, dtypes=args.dtype, out=args.out,
-                           save=not args.no_save, progress=not args.no_progress)
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    try:
+        with _sigterm_interrupts():
+            result = calibrate(quick=args.quick, thorough=args.thorough, dtypes=args.dtype, out=args.out,
+                               save=not args.no_save, progress=not args.no_progress)
     except (TypeError, ValueError, LookupError) as e:
         print(f"perfkit calibrate: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("perfkit calibrate: interrupted; nothing was written", file=sys.stderr)
         return 130
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
     print(result)
     return 0
 
@@ -283,14 +292,10 @@ def _record(args: argparse.Namespace) -> int:
               f"registered: {', '.join(registry) or 'none'}", file=sys.stderr)
         return 2
     code = 0
-    previous = signal.getsignal(signal.SIGTERM)
     try:
-        signal.signal(signal.SIGTERM, _raise_interrupt)
-    except ValueError:  # not the main thread
-        previous = None
-    try:
-        record(args.experiments or None, args.out, quick=args.quick, progress=not args.no_progress,
-               resume=not args.no_resume)
+        with _sigterm_interrupts():
+            record(args.experiments or None, args.out, quick=args.quick, progress=not args.no_progress,
+                   resume=not args.no_resume)
     except ValueError as e:
         print(f"perfkit record: {e}", file=sys.stderr)
         return 2
@@ -300,9 +305,6 @@ def _record(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("perfkit record: interrupted; the rows measured so far are kept", file=sys.stderr)
         code = 130
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
     if args.archive:
         if Path(args.out).is_dir():
             path = archive(args.out, args.archive)

@@ -257,7 +257,8 @@ def test_the_appendix_draws_and_tabulates_a_profile(throttled_gpu, tmp_path):
     assert errors["count"].sum() == 2 * errors["count"].iloc[0]
     shown = timing.profile_table(profile)
     assert isinstance(shown, Table) and "matmul bfloat16" in str(shown) and "guided/wide" in str(shown)
-    assert isinstance(timing.profile_table(None, absent="no H100 calibration yet"), Note)
+    missing = timing.profile_table(None, absent="no H100 calibration yet", instead="the datasheet")
+    assert isinstance(missing, Note) and "H100 calibration yet" in str(missing) and "Instead: the datasheet" in str(missing)
     assert timing.book_gpu_profile("H100-SXM", root=tmp_path) is None
     folder = tmp_path / "nvidia-h100-80gb-hbm3"
     folder.mkdir()

@@ -61,11 +61,11 @@ def book_gpu_profile(name: str = "H100-SXM", root: str | os.PathLike | None = No
 
 
 def profile_table(found: DeviceProfile | tuple[DeviceProfile, Path] | None, *, live: bool = False,
-                  absent: str = "no profile") -> Table | Note:
+                  absent: str = "no profile", instead: str = "") -> Table | Note:
     """The ceilings of a profile (or of :func:`book_gpu_profile`'s ``(profile, path)``) as a table captioned
-    with where they come from; where there is none, a note saying ``absent``."""
+    with where they come from; where there is none, a note saying ``absent`` and what is used ``instead``."""
     if found is None:
-        return table(None, missing(absent))
+        return table(None, missing(absent), instead=instead)
     profile = found[0] if isinstance(found, tuple) else found
     frame = ceilings_frame(profile)
     return table(frame, caption=str(profile_source(profile, live=live)), formats={"share": "{:.0%}"})

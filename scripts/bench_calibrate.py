@@ -31,7 +31,7 @@ RATIO_TARGET = 0.90
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="the quick calibration (and a quick window for the wide search)")
+    p.add_argument("--quick", action="store_true", help="the quick calibration (a quick window for the wide search)")
     p.add_argument("--dtype", action="append", default=None, help="dtypes to calibrate (default: all this device runs)")
     p.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     args = p.parse_args(argv)

@@ -131,7 +131,8 @@ def test_public_api_keeps_working():
     """What a library user needs stays one name away (the rest is one module away: pk.gemm_model, …)."""
     import perfkit as pk
 
-    names = ["DeviceSpec", "device_spec", "current_device", "calibrated", "KNOWN_DEVICES", "DTYPES", "canonical_dtype",
+    names = ["DeviceSpec", "device_spec", "current_device", "calibrated", "calibrate", "KNOWN_DEVICES", "DTYPES",
+             "canonical_dtype",
              "itemsize", "arithmetic_intensity", "roofline_time", "math_bound_batch", "gemm_flops", "gemm_bytes",
              "alignment", "is_aligned", "pad_to_multiple", "tile_quantization", "wave_quantization", "linear_gemms",
              "conv_gemms", "rnn_gemms", "predict_gemm_time", "explain_gemm", "Ceilings", "achievable_ceilings",

@@ -103,7 +103,8 @@ def test_construction_copies_and_makes_values_plain_json():
 @pytest.mark.parametrize("field, value, message", [
     ("mode", "fast", "mode must be one of 'quick', 'default', 'thorough'"),
     ("duration_s", float("nan"), "duration_s must be a number ≥ 0"),
-    ("copy", {"bandwidth": 1e12, "bytes": 1.5, "how": "x", "rows": []}, "copy.bytes must be a positive integer, got 1.5"),
+    ("copy", {"bandwidth": 1e12, "bytes": 1.5, "how": "x", "rows": []},
+     "copy.bytes must be a positive integer, got 1.5"),
     ("copy", {"bandwidth": 1e12, "bytes": 2, "how": "x", "rows": [{"bytes": 2, "time_s": -1.0, "bandwidth": 1.0}]},
      "copy.rows[0].time_s must be a positive number"),
     ("latency", {"gemm_s": 0.0, "kernel_s": 1e-6, "graph_s": None, "how": "x"}, "latency.gemm_s must be a positive"),

@@ -45,8 +45,8 @@ def cpu_truth(dtype, cache_bytes):
 
 
 DEVICES = {  # name → (the spec the search is given, dtype, the device's truth: seconds per call)
-    "H100 spec, 114-SM part": (H100, "bfloat16",
-                               lambda M, N, K: explain_gemm(M, N, K, "bfloat16", FEWER_SMS).predicted_s * noise(M, N, K)),
+    "H100 spec, 114-SM part": (H100, "bfloat16", lambda M, N, K: explain_gemm(
+        M, N, K, "bfloat16", FEWER_SMS).predicted_s * noise(M, N, K)),
     "H100, other model constants": (H100, "bfloat16", lambda M, N, K: explain_gemm(
         M, N, K, "bfloat16", H100, model=OTHER_CONSTANTS).predicted_s * noise(M, N, K)),
     "H100 float32 (CUDA cores), 114-SM part": (H100, "float32", lambda M, N, K: explain_gemm(

@@ -160,8 +160,8 @@ _DEVICE = _record(name=_text, kind=_choice("gpu", "cpu"), sms=_optional(_positiv
 _IDENTITY = _record(name=_text, kind=_choice("gpu", "cpu"), driver_name=_optional(_text), model=_optional(_text))
 _ENVIRONMENT = _record(date=_date, perfkit=_text, torch=_optional(_text), cuda=_optional(_text),
                        driver=_optional(_text), python=_text, platform=_text)
-_MATMUL = _mapping(_dtype, _record(flop_s=_positive, M=_positive_int, N=_positive_int, K=_positive_int, time_s=_positive,
-                             trials=_positive_int, how=_text, wide_flop_s=_optional(_positive),
+_MATMUL = _mapping(_dtype, _record(flop_s=_positive, M=_positive_int, N=_positive_int, K=_positive_int,
+                             time_s=_positive, trials=_positive_int, how=_text, wide_flop_s=_optional(_positive),
                              wide_trials=_optional(_positive_int)), True)
 _COPY = _record(bandwidth=_positive, bytes=_positive_int, how=_text,
                 rows=_list_of(_record(bytes=_positive_int, time_s=_positive, bandwidth=_positive)))

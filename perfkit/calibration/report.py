@@ -83,9 +83,11 @@ def report(profile: DeviceProfile, path: str | Path | None = None) -> str:
     v = profile.validation
     if v.get("rows"):
         b, a = v["before"], v["after"]
-        lines.append(f"The models on {a['n']} ops of this device, |predicted/measured − 1| before → after calibration:")
-        lines.append(f"  all ops        median {format_percent(b['median_abs'])} → {format_percent(a['median_abs'])}, "
-                     f"90th percentile {format_percent(b['p90_abs'])} → {format_percent(a['p90_abs'])}")
+        lines.append(f"The models on {a['n']} ops of this device, |predicted/measured − 1| "
+                     "before → after calibration:")
+        lines.append(f"  all ops        median {format_percent(b['median_abs'])} → "
+                     f"{format_percent(a['median_abs'])}, 90th percentile {format_percent(b['p90_abs'])} → "
+                     f"{format_percent(a['p90_abs'])}")
         for label, part in error_by_kind(v["rows"]).items():
             lines.append(f"  {label:<13}  median {format_percent(part['before']['median_abs'])} → "
                          f"{format_percent(part['after']['median_abs'])}, 90th percentile "

@@ -331,7 +331,7 @@ def guided_search(time_gemm: Callable[[int, int, int], float], spec: DeviceSpec,
     which a round ends the search; ``max_rounds`` (≥ 0) bounds the refinement rounds.
     """
     quick = boolean("quick", quick)
-    spec, dtype, max_trials = _check_search(time_gemm, spec, dtype, max_trials, QUICK_MAX_TRIALS if quick else MAX_TRIALS)
+    spec, dtype, max_trials = _check_search(time_gemm, spec, dtype, max_trials, (MAX_TRIALS, QUICK_MAX_TRIALS)[quick])
     window, max_bytes = _check_limits(spec, window_s, max_bytes, quick)
     min_gain = non_negative_number("min_gain", min_gain)
     max_rounds = non_negative_int("max_rounds", max_rounds)

@@ -2,7 +2,8 @@
 
 Its experiments (registered for the recorder), frame analysis and figures are importable from here
 (``from perfkit.book import timing``); its modules: ``experiments``, ``figures``, ``problems``,
-``published``, ``calibration`` (the section "Calibrate your own GPU"), ``interactive``. ``interactive`` (Plotly) is imported when first asked for.
+``published``, ``calibration`` (the section "Calibrate your own GPU"), ``interactive``.
+``interactive`` (Plotly) is imported when first asked for.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from .experiments import timer_cases, timer_table, timer_validation
 from .figures import plot_calibration, plot_samples, plot_small_kernels, plot_timers
 
 __all__ = ["book_gpu_profile", "ceilings_frame", "error_frame", "plot_calibration", "plot_samples",
-           "plot_small_kernels", "plot_timers", "profile_source", "profile_table", "timer_cases", "timer_table", "timer_validation",
+           "plot_small_kernels", "plot_timers", "profile_source", "profile_table", "timer_cases", "timer_table",
+           "timer_validation",
            "calibration", "experiments", "figures", "problems", "published", "interactive"]
 
 

@@ -19,7 +19,9 @@ from perfkit.gemm_model import explain_gemm, predict_gemm_time
 
 H100 = device_spec("H100-SXM")
 H100_LIVE = replace(H100, driver_name="NVIDIA H100 80GB HBM3")
-CPU_PEAKS_SOURCE = "measured here on 2026-11-20: best of a few 512×512×512 torch.matmul calls (a floor)"
+#: The day the fixture profiles say they were calibrated on: a fixed day in the past, never today.
+DAY = "2025-03-14"
+CPU_PEAKS_SOURCE = "measured here on 2025-03-10: best of a few 512×512×512 torch.matmul calls (a floor)"
 CPU = replace(H100, kind="cpu", name="CPU (x86_64, 2 cores)", sms=2, l2_bytes=2 * 2**20, memory_bytes=8 * 2**30,
               mem_bandwidth=1.0e10, driver_name=None,
               peaks={"float64": 2.5e10, "float32": 5.0e10, "tf32": 5.0e10, "bfloat16": 4.0e9},
@@ -41,7 +43,7 @@ def _profile(spec: DeviceSpec = H100_LIVE, *, matmul: dict | None = None, bandwi
     matmul = matmul or {"bfloat16": _matmul(BF16_S, 8192, 6.9e14), "float32": _matmul(5.1e13, 8192)}
     return DeviceProfile(
         device=spec_dict(spec), identity=identity_of(spec, model),
-        environment={"date": "2026-11-26T10:00:00Z", "perfkit": "0.1.0", "torch": "2.13.0", "cuda": "12.8",
+        environment={"date": f"{DAY}T10:00:00Z", "perfkit": "0.1.0", "torch": "2.13.0", "cuda": "12.8",
                      "driver": "580.95.05", "python": "3.11.9", "platform": "Linux-6.8-x86_64"},
         mode=mode, duration_s=58.25, matmul=matmul,
         copy={"bandwidth": bandwidth, "bytes": 2 * 2**30, "how": "best of 10 device-to-device copies of 1 GiB",
@@ -134,8 +136,8 @@ def test_ceilings_are_the_measured_values():
     assert isinstance(c, Ceilings)
     assert c.flop_s == {"bfloat16": BF16_S, "float32": 5.1e13}
     assert (c.bandwidth, c.gemm_latency_s, c.kernel_latency_s) == (2.9e12, GEMM_S, 2.5e-6)
-    assert c.source == "calibrated on 2026-11-26 (default search, H100-SXM)"
-    assert _cpu_profile().ceilings().source == "calibrated on 2026-11-26 (quick search, CPU (x86_64, 2 cores))"
+    assert c.source == f"calibrated on {DAY} (default search, H100-SXM)"
+    assert _cpu_profile().ceilings().source == f"calibrated on {DAY} (quick search, CPU (x86_64, 2 cores))"
     for phrase in ("live on", "recorded on", "published by", "model of"):
         assert phrase not in c.source
 
@@ -143,7 +145,7 @@ def test_ceilings_are_the_measured_values():
 def test_spec_carries_the_measured_ceilings_and_the_models_use_them():
     spec = _profile().spec(origin="/cache/profiles/h100-sxm.json")
     assert replace(spec, measured_ceilings=None, sources=H100_LIVE.sources) == H100_LIVE
-    assert spec.sources["ceilings"] == ("measured by a perfkit calibration on 2026-11-26 (default search) "
+    assert spec.sources["ceilings"] == (f"measured by a perfkit calibration on {DAY} (default search) "
                                         "(profile /cache/profiles/h100-sxm.json)")
     assert _profile().spec().sources["ceilings"].endswith("(default search)")
     assert {k: v for k, v in spec.sources.items() if k != "ceilings"} == dict(H100.sources)

@@ -20,10 +20,9 @@ from ..matmul import matmul_fn
 from ..measurement import NoiseWarning
 from ..memory_model import layer_bytes
 from ..placement import free_memory, tensor_device, timer
-from ..roofline import gemm_bytes, gemm_flops
 from ..units import MiB
 
-__all__ = ["MemoryCase", "bench_options", "copy_sweep", "free_bytes", "gemm_case_bytes", "gemm_timer",
+__all__ = ["MemoryCase", "bench_options", "copy_sweep", "free_bytes", "gemm_timer",
            "launch_floors", "memory_case_bytes", "memory_cases", "time_memory_case", "validation_gemms"]
 
 #: Share of the free memory a calibration may allocate at once.
@@ -173,8 +172,3 @@ def memory_case_bytes(case: MemoryCase, dtype: str) -> int:
     if case.kind == "copy":
         return 2 * math.prod(case.shape) * itemsize(dtype)
     return layer_bytes(case.kind, case.shape, dtype)
-
-
-def gemm_case_bytes(M: int, N: int, K: int, dtype: str) -> tuple[int, int]:
-    """(bytes, FLOPs) of an M×N×K GEMM: its operands and output, and 2·M·N·K."""
-    return gemm_bytes(M, N, K, dtype), gemm_flops(M, N, K)

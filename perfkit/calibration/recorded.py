@@ -61,19 +61,19 @@ def _is_path(value) -> bool:
     return isinstance(value, os.PathLike) or (isinstance(value, str) and value.lower().endswith(".json"))
 
 
-def _cached_profile(spec: DeviceSpec) -> tuple[DeviceProfile, Path] | None:
-    """The profile saved in the user's cache for ``spec``'s device, if there is one and it is
-    readable (an unreadable one is ignored, with a warning that names it)."""
-    path = profile_path(spec.name)
+def _cached_profile(name: str, *, warn: bool = True) -> tuple[DeviceProfile, Path] | None:
+    """The profile saved in the user's cache under the device name ``name``, and its path, if there is
+    one and it is readable (an unreadable one is ignored, with a warning that names it if ``warn``)."""
+    path = profile_path(name)
     if not path.is_file():
         return None
     try:
-        profile = load_profile(path)
+        return load_profile(path), path
     except (OSError, ValueError) as e:
-        warnings.warn(f"ignoring the saved device profile: {e} (run `python -m perfkit calibrate` again, "
-                      "or delete the file)", UserWarning, stacklevel=3)
+        if warn:
+            warnings.warn(f"ignoring the saved device profile: {e} (run `python -m perfkit calibrate` again, "
+                          "or delete the file)", UserWarning, stacklevel=3)
         return None
-    return (profile, path) if profile.matches(spec) else None
 
 
 def data_profile(spec: DeviceSpec, root: str | os.PathLike | None = None) -> tuple[DeviceProfile, Path] | None:
@@ -118,7 +118,10 @@ def calibrated(spec: str | os.PathLike | DeviceSpec, root: str | os.PathLike | N
         return found.spec(str(profile))
     if not spec.mem_bandwidth:
         return spec  # no bandwidth, no ceilings to attach
-    saved = _cached_profile(spec) or data_profile(spec, root)
+    saved = _cached_profile(spec.name)
+    if saved is not None and not saved[0].matches(spec, model=cpu_model() if spec.kind == "cpu" else None):
+        saved = None
+    saved = saved or data_profile(spec, root)
     if saved is not None:
         return saved[0].spec(str(saved[1]))
     measured = recorded_ceilings_of(spec, root)
@@ -129,26 +132,14 @@ def calibrated(spec: str | os.PathLike | DeviceSpec, root: str | os.PathLike | N
 
 def current_device(refresh: bool = False) -> DeviceSpec:
     """The device in use (:func:`perfkit.devices.current_device`) with its measured ceilings
-    attached (:func:`calibrated`). On a CPU with a saved profile of this CPU, the profile's spec
-    (no quick measurement needed)."""
+    attached (:func:`calibrated`). On a CPU with a saved profile of this CPU (same name and model),
+    the profile's spec: no quick measurement needed."""
     if not cuda_available():
-        saved = _cached_cpu_profile()
-        if saved is not None:
-            return saved
+        saved = _cached_profile(cpu_name(), warn=False)  # calibrated() below warns if it is unreadable
+        me = {"kind": "cpu", "name": cpu_name(), "model": cpu_model()}
+        if saved is not None and all(saved[0].identity[k] == v for k, v in me.items()):
+            return saved[0].spec(str(saved[1]))
     return calibrated(_device_in_use(refresh))
-
-
-def _cached_cpu_profile() -> DeviceSpec | None:
-    path = profile_path(cpu_name())
-    if not path.is_file():
-        return None
-    try:
-        profile = load_profile(path)
-    except (OSError, ValueError):
-        return None  # current_device() measures this CPU instead
-    if profile.identity.get("name") != cpu_name() or profile.identity.get("model") != cpu_model():
-        return None
-    return profile.spec(str(path))
 
 
 def recorded_ceilings(spec: DeviceSpec, dtype: str = "float16") -> dict | None:

@@ -34,6 +34,7 @@ from ..gemm_model import predict_gemm_time, prediction_error
 from ..matmul import supports_dtype
 from ..memory_model import memory_time
 from ..placement import measured_on, resolve_device
+from ..roofline import gemm_bytes, gemm_flops
 from ..units import MiB
 from . import probes
 from .profile import DeviceProfile, identity_of, profile_path, save_profile, spec_dict
@@ -145,7 +146,7 @@ def _validation(before: DeviceSpec, after: DeviceSpec, dtype: str, device: str, 
                 max_bytes: int) -> dict[str, Any]:
     rows = []
     for M, N, K in probes.validation_gemms(device, quick):
-        nbytes, flops = probes.gemm_case_bytes(M, N, K, dtype)
+        nbytes, flops = gemm_bytes(M, N, K, dtype), gemm_flops(M, N, K)
         if nbytes > max_bytes:
             continue
         measured_s = probes.gemm_timer(dtype, device, quick=quick)(M, N, K)

@@ -39,7 +39,7 @@ from ..units import MiB
 from . import probes
 from .profile import DeviceProfile, identity_of, profile_path, save_profile, spec_dict
 from .report import report
-from .search import SearchResult, guided_search, time_window_s, wide_search
+from .search import SearchResult, guided_search, wide_search
 
 __all__ = ["CPU_DTYPES", "GPU_DTYPES", "Calibration", "calibrate"]
 
@@ -202,11 +202,10 @@ def calibrate(*, quick: bool = False, thorough: bool = False, dtypes: Any = None
     for d in dtypes:
         steps.set_postfix_str(f"matmul {d}")
         timer = probes.gemm_timer(d, device, quick=quick)
-        searches[d] = guided_search(timer, base, d, quick=quick, window_s=time_window_s(base, quick),
-                                    max_bytes=max_bytes)
+        searches[d] = guided_search(timer, base, d, quick=quick, max_bytes=max_bytes)
         steps.update()
         if thorough:
-            wide[d] = wide_search(timer, base, d, window_s=time_window_s(base, quick), max_bytes=max_bytes)
+            wide[d] = wide_search(timer, base, d, max_bytes=max_bytes)  # thorough: the default window
             steps.update()
     main = _main_dtype(dtypes, device)
     steps.set_postfix_str("kernel floor")

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import types
+import warnings
 
+import numpy as np
 import pytest
 import torch
 
-from perfkit.kernels import spin_blocks_per_sm, spin_launcher, tiled_matmul, triton_mode
+from perfkit.kernels import spin_blocks_per_sm, spin_launcher, tiled_matmul, triton_gemm, triton_mode
 
 HAS_CUDA = torch.cuda.is_available()
 HAS_TRITON = importlib.util.find_spec("triton") is not None
@@ -95,6 +98,108 @@ def test_triton_mode():
         assert triton_mode("cpu") == "interpreter"
     with pytest.raises(ValueError, match="device"):
         triton_mode("tpu")
+
+
+# ------------------------------------------------------------------------ interpreter under a strict NumPy
+# Triton 3.6.0's interpreter does int() of a 1-element array for every runtime int (the kernel's K in
+# range(0, K, BLOCK_K)); NumPy 2.5.2 refused it on the H200 (GPU run of 2026-11-26), as 2.4.6 does.
+
+_OLD_SOURCE = 'scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data))'
+_NEW_SOURCE = 'scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))'
+
+
+class _OneElementArray:
+    def __init__(self, strict):
+        self.strict = strict
+
+    def __int__(self):
+        if self.strict:
+            raise TypeError("only 0-dimensional arrays can be converted to Python scalars")
+        return 1
+
+
+def _numpy_refuses_int_of_a_1d_array() -> bool:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            int(np.array([1]))
+        except TypeError:
+            return True
+    return False
+
+
+@pytest.mark.parametrize("strict_numpy", [True, False])
+@pytest.mark.parametrize("source, old_interpreter", [(_OLD_SOURCE, True), (_NEW_SOURCE, False), (None, False)])
+def test_interpreter_index_check_needs_both_a_strict_numpy_and_the_old_interpreter(
+        monkeypatch, strict_numpy, source, old_interpreter):
+    def getsource(module):
+        if source is None:
+            raise OSError("could not get source code")
+        return f"def _patch_lang_tensor(tensor, scope):\n    {source}\n"
+
+    monkeypatch.setattr(triton_gemm, "np", types.SimpleNamespace(array=lambda x: _OneElementArray(strict_numpy)))
+    monkeypatch.setattr(triton_gemm, "inspect", types.SimpleNamespace(getsource=getsource))
+    fresh = triton_gemm._interpreter_index_bug.__wrapped__  # the function, without its cache
+    assert fresh() is (strict_numpy and old_interpreter and HAS_TRITON)  # no triton: nothing to mend
+
+
+@requires_triton
+def test_interpreter_index_check_here():
+    import inspect
+
+    import triton.runtime.interpreter as interpreter
+
+    bug = triton_gemm._interpreter_index_bug()
+    assert isinstance(bug, bool)
+    assert bug == (_numpy_refuses_int_of_a_1d_array() and triton_gemm._OLD_INDEX in inspect.getsource(interpreter))
+    if ".squeeze()" in inspect.getsource(interpreter._patch_lang_tensor):  # e.g. triton 3.9.0
+        assert bug is False
+
+
+def _install_old_interpreter_index(monkeypatch):
+    """Make the installed interpreter set Triton 3.6.0's ``__index__`` (the one that failed on the H200)."""
+    import triton.runtime.interpreter as interpreter
+
+    real = interpreter._patch_lang_tensor
+
+    def old_patch_lang_tensor(tensor, scope):
+        real(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data))
+
+    monkeypatch.setattr(interpreter, "_patch_lang_tensor", old_patch_lang_tensor)
+    return interpreter, old_patch_lang_tensor
+
+
+@requires_triton
+def test_interpreted_matmul_is_mended_for_the_old_interpreter_index_only_during_the_launch(monkeypatch):
+    import triton.language as tl
+
+    interpreter, old_hook = _install_old_interpreter_index(monkeypatch)
+    index_before = tl.core.tensor.__dict__.get("__index__")
+    a, b = _operands(65, 33, 40, torch.float16, "cpu")
+    if _numpy_refuses_int_of_a_1d_array():  # this NumPy reproduces the H200 failure without the mend
+        monkeypatch.setattr(triton_gemm, "_interpreter_index_bug", lambda: False)
+        with pytest.raises(Exception, match="0-dimensional arrays"):
+            tiled_matmul(a, b, tile=(32, 32), block_k=16)
+    monkeypatch.setattr(triton_gemm, "_interpreter_index_bug", lambda: True)
+    _check(tiled_matmul(a, b, tile=(32, 32), block_k=16), a, b)
+    assert interpreter._patch_lang_tensor is old_hook  # the mend lasted one launch
+    assert tl.core.tensor.__dict__.get("__index__") is index_before
+
+
+@requires_triton
+@pytest.mark.parametrize("hook", [None, lambda tensor: None], ids=["missing", "other signature"])
+def test_old_interpreter_without_the_hook_is_a_clear_error_before_launching(monkeypatch, hook):
+    import triton.runtime.interpreter as interpreter
+
+    monkeypatch.setattr(triton_gemm, "_interpreter_index_bug", lambda: True)
+    if hook is None:
+        monkeypatch.delattr(interpreter, "_patch_lang_tensor")
+    else:
+        monkeypatch.setattr(interpreter, "_patch_lang_tensor", hook)
+    with pytest.raises(RuntimeError, match=r"interpreter cannot run under NumPy .*upgrade triton"):
+        tiled_matmul(*_operands(20, 20, 20, torch.float32, "cpu"), tile=(16, 16), block_k=16)
+    assert getattr(interpreter, "_patch_lang_tensor", None) is hook
 
 
 # ------------------------------------------------------------------------------------ validation
@@ -230,8 +335,14 @@ def test_spin_kernel_in_graph_mode_matches_eager():
     _needs_cupy()
     from perfkit.timing import bench
 
-    launch = spin_launcher(8, spin_cycles=20_000)
+    # A CUDA graph removes the launch overhead (a few µs), nothing else. On the H200 (kernels.log)
+    # 20_000 cycles (≈10 µs) gave eager 13.5 µs and graph 10.7 µs: the overhead was a fifth of the time,
+    # so "equal within 20 %" was the wrong expectation for so short a kernel. At 200_000 cycles (≈0.1 ms,
+    # as in test_spin_kernel_steps_once_per_wave) it is a few per cent: the two agree within 10 %, and
+    # the graph is not slower than eager beyond noise.
+    launch = spin_launcher(8, spin_cycles=200_000)
     eager = bench(launch, flush_l2=False)
     graph = bench(launch, flush_l2=False, cuda_graph=True)
     assert graph.cuda_graph
-    assert graph.median == pytest.approx(eager.median, rel=0.2)
+    assert graph.median == pytest.approx(eager.median, rel=0.1)
+    assert graph.median <= eager.median * 1.05

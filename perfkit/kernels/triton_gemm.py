@@ -20,6 +20,12 @@ mode was in force when triton was imported, so the kernel uses only builtins (``
 ``tl.where``, ``tl.dot``, …) and runs in either mode whatever the import order. Since Triton 3.6
 the interpreter undoes its patches of ``triton.language`` after each launch, so compiled and
 interpreted launches can alternate in one process.
+
+Older Triton interpreters (3.6.0 among them) turn a runtime int argument, such as the kernel's
+``K`` in ``range(0, K, BLOCK_K)``, into a Python int with ``int()`` of a 1-element NumPy array,
+which NumPy has deprecated since 1.25 and now refuses (2.4.6 and 2.5.2 raise TypeError); newer
+Triton (3.9.0) squeezes the array first. When both are installed (:func:`_interpreter_index_bug`),
+perfkit mends the interpreter's ``tensor.__index__`` for the duration of each interpreted launch.
 """
 
 from __future__ import annotations
@@ -27,10 +33,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
+import inspect
 import os
 import sys
 import threading
+import warnings
 from typing import Iterator
+
+import numpy as np
 
 from .._validate import one_of, positive_int, power_of_two, tile_pair
 from ..devices import cuda_available
@@ -101,6 +111,80 @@ def _import_triton():
             "tiled_matmul needs Triton (pip install triton; it ships with torch on Linux). "
             f"Importing it failed: {e}") from None
     return triton, tl
+
+
+#: The interpreter's tensor.__index__ before Triton squeezed the array (as in Triton 3.6.0's interpreter.py).
+_OLD_INDEX = "lambda self: int(self.handle.data))"
+
+
+@functools.cache
+def _interpreter_index_bug() -> bool:
+    """True when Triton's interpreter cannot turn a runtime int argument into a Python int here.
+
+    That is: this NumPy refuses ``int()`` of a 1-element 1-D array, and the installed interpreter's
+    ``tensor.__index__`` still does exactly that (``int(self.handle.data)``, not ``.squeeze()`` first).
+    False whenever either cannot be told (triton missing, its source unreadable, …). Checked once.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # NumPy 1.25 … : warns, still converts
+            int(np.array([1]))
+        return False
+    except TypeError:
+        pass
+    except Exception:
+        return False
+    try:
+        _import_triton()
+        import triton.runtime.interpreter as interpreter
+        return _OLD_INDEX in inspect.getsource(interpreter)
+    except Exception:
+        return False
+
+
+def _squeezed_index(self) -> int:
+    """``tensor.__index__`` under the interpreter: the scalar held in a 1-element array of any shape."""
+    return int(self.handle.data.squeeze())
+
+
+@contextlib.contextmanager
+def _interpreter_index_fix() -> Iterator[None]:
+    """Around one interpreted launch: mend the interpreter's ``tensor.__index__`` where it is broken.
+
+    The interpreter patches ``triton.language.tensor`` at each launch through
+    ``_patch_lang_tensor(tensor, scope)`` and undoes the patches after it. Where
+    :func:`_interpreter_index_bug` holds, that hook is wrapped, for this block only, so that it then
+    sets a ``__index__`` that squeezes the array first (undone with the interpreter's own patches).
+    Raises RuntimeError, before anything runs, where the hook is not there to wrap.
+    """
+    if not _interpreter_index_bug():
+        yield
+        return
+    triton, _ = _import_triton()
+    import triton.runtime.interpreter as interpreter
+
+    original = getattr(interpreter, "_patch_lang_tensor", None)
+    try:
+        hook_ok = callable(original) and list(inspect.signature(original).parameters) == ["tensor", "scope"]
+    except (TypeError, ValueError):
+        hook_ok = False
+    if not hook_ok:
+        raise RuntimeError(
+            f"triton {getattr(triton, '__version__', '?')}'s interpreter cannot run under NumPy {np.__version__} "
+            "(its tensor.__index__ calls int() on a 1-element array, which this NumPy refuses, and perfkit "
+            "found no _patch_lang_tensor(tensor, scope) hook to mend it): upgrade triton (3.9.0 runs fine) "
+            "or use an older NumPy, one that only warns about that conversion")
+
+    def patch_lang_tensor(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", _squeezed_index)
+
+    # What unittest.mock.patch.object does, without importing unittest.mock (and asyncio) with perfkit.kernels.
+    interpreter._patch_lang_tensor = patch_lang_tensor
+    try:
+        yield
+    finally:
+        interpreter._patch_lang_tensor = original
 
 
 @functools.lru_cache(maxsize=2)
@@ -244,7 +328,7 @@ def tiled_matmul(a, b, tile=(64, 64), block_k: int = 32, *, num_warps: int = 4, 
         out = torch.empty((M, N), dtype=torch.float32, device=a.device) if a.dtype == torch.bfloat16 else c
         args = (a, b, out, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                 out.stride(0), out.stride(1))
-        with _interpret_env(True):
+        with _interpret_env(True), _interpreter_index_fix():
             kernel[grid](*args, **meta)
         if out is not c:
             c.copy_(out)

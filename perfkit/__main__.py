@@ -68,7 +68,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="also pack DIR into this single .tar.gz (even after a failure or interrupt)")
     pr.add_argument("--no-progress", action="store_true", help="no progress bars")
     pr.add_argument("--no-resume", action="store_true",
-                    help="never continue an incomplete recording; measure everything again")
+                    help="measure everything again: never skip a recording complete today at this commit, "
+                         "never continue an incomplete one")
     pa = sub.add_parser("advise", help="the book's rules applied to a model built by a factory function")
     pa.add_argument("factory", metavar="MODULE:FUNCTION", help="e.g. perfkit.zoo:resnet50 (called with no arguments)")
     pa.add_argument("--input", action="append", required=True, metavar="SHAPE[:DTYPE]",

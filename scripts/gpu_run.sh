@@ -2,12 +2,19 @@
 # The one script a GPU machine runs: record the book's measurements, run the GPU tests, run every
 # chapter, and pack the results into a few files.
 #
-#   OUT=/path/to/out bash scripts/gpu_run.sh [--quick] [--only kernels|record|tests|bench|chapters]
-#                                            [--budget SECONDS] [--keep]
+#   OUT=/path/to/out bash scripts/gpu_run.sh [--quick] [--only calibrate|kernels|record|tests|bench|chapters]
+#                                            [--budget SECONDS] [--experiments "NAME NAME ..."] [--keep]
 #
 #   OUT           output folder (default ./gpu_out)
+#   PERFKIT_RECORD_DIR  the record step's folder (default /tmp/perfkit_record): the recording goes to
+#                 $PERFKIT_RECORD_DIR/data, and the calibration's device_profile.json is copied there too.
+#                 It is never emptied, so it survives between calls on the same warm machine (where $OUT
+#                 is emptied before every call): a second record step skips each experiment already
+#                 recorded completely today at this commit and resumes the incomplete ones.
+#                 `rm -rf /tmp/perfkit_record` starts afresh.
 #   PERFKIT_COMMIT the commit being recorded, for the metadata, when the tree has no .git
-#                 (e.g. PERFKIT_COMMIT=$(git rev-parse HEAD) from the machine that sent the tree)
+#                 (e.g. PERFKIT_COMMIT=$(git rev-parse HEAD) from the machine that sent the tree);
+#                 without either, the commit is unknown and a rerun measures every experiment again
 #   --quick       pass --quick to `perfkit record` (small sweeps)
 #   --only STEP   run just one step: calibrate | kernels | record | tests | bench | chapters
 #                 (calibrate: first, `perfkit calibrate --thorough`: the GPU's measured ceilings, which
@@ -15,16 +22,22 @@
 #                 (kernels: the GPU tests of perfkit's own kernels, first, since the recordings
 #                 of the experiments that time them are worthless if a kernel is wrong)
 #   --budget S    time budget of the record step in seconds (default 480 = 8 minutes); when it
-#                 runs out the recorder is interrupted (SIGINT) and keeps the rows measured so far
-#   --keep        keep the loose $OUT/data and $OUT/figures folders after packing them
+#                 runs out the recorder is interrupted (SIGINT) and keeps the rows measured so far;
+#                 run the record step again to measure the rest
+#   --experiments "NAME NAME ..."  record only these experiments (names from `python -m perfkit list`;
+#                 default: all), e.g. --only record --experiments "gemm_sizes waves"
+#   --keep        also leave a copy of the recording in $OUT/data, and keep the loose $OUT/figures
+#                 folder after packing it
 #
 # What comes back in $OUT (at most 8 files, no folders unless --keep; when every step runs,
 # the step logs are only inside results.tar.gz):
 #   info.log             nvidia-smi and `python -m perfkit info`
 #   device_profile.json  the calibration's profile: commit it as data/<device-slug>/device_profile.json
+#                        (a later call brings it back with: cp /tmp/perfkit_record/device_profile.json "$OUT"/)
 #   record.log           the recording's output (time per experiment)
-#   recording.tar.gz     data/<device-slug>/<experiment>.csv|.json: unpack, then copy the
-#                        <device-slug>/ folder into the repository's data/
+#   recording.tar.gz     data/<device-slug>/<experiment>.csv|.json: everything in
+#                        $PERFKIT_RECORD_DIR/data, earlier calls' recordings included; unpack, then copy
+#                        the <device-slug>/ folder into the repository's data/
 #   kernels.log          `pytest -m gpu` of the kernel tests (persistent RNN, Triton GEMM, spin)
 #   gpu_tests.log        `pytest -m gpu`
 #   bench.log            scripts/bench_kernels.py: ratios against references measured in the same run
@@ -45,6 +58,8 @@ QUICK=""
 ONLY=""
 BUDGET=480
 KEEP=0
+EXPERIMENTS=()
+RECORD_DIR="${PERFKIT_RECORD_DIR:-/tmp/perfkit_record}"
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
 
@@ -53,6 +68,17 @@ while [ $# -gt 0 ]; do
         --quick) QUICK="--quick"; shift ;;
         --only) ONLY="${2:-}"; shift 2 || { echo "--only needs a step: calibrate|kernels|record|tests|bench|chapters" >&2; exit 2; } ;;
         --budget) BUDGET="${2:-}"; shift 2 || { echo "--budget needs seconds" >&2; exit 2; } ;;
+        --experiments)
+            [ $# -ge 2 ] || { echo "gpu_run.sh: --experiments needs names, e.g. \"gemm_sizes waves\"" >&2; exit 2; }
+            read -r -a EXPERIMENTS <<< "$2"
+            [ "${#EXPERIMENTS[@]}" -gt 0 ] || { echo "gpu_run.sh: --experiments got no experiment name" >&2; exit 2; }
+            for name in "${EXPERIMENTS[@]}"; do
+                case "$name" in
+                    ''|-*|*[!A-Za-z0-9_]*) echo "gpu_run.sh: --experiments takes names like gemm_sizes" \
+                        "(python -m perfkit list), got '$name'" >&2; exit 2 ;;
+                esac
+            done
+            shift 2 ;;
         --keep) KEEP=1; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "gpu_run.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
@@ -64,6 +90,14 @@ case "$ONLY" in
 esac
 case "$BUDGET" in
     ''|*[!0-9]*) echo "gpu_run.sh: --budget must be a whole number of seconds, got '$BUDGET'" >&2; exit 2 ;;
+esac
+if [ "${#EXPERIMENTS[@]}" -gt 0 ] && [ -n "$ONLY" ] && [ "$ONLY" != record ]; then
+    echo "gpu_run.sh: --experiments is for the record step, but --only is '$ONLY'" >&2; exit 2
+fi
+case "$RECORD_DIR" in
+    "") echo "gpu_run.sh: PERFKIT_RECORD_DIR is empty" >&2; exit 2 ;;
+    /*) ;;
+    *) RECORD_DIR="$PWD/$RECORD_DIR" ;;
 esac
 
 mkdir -p "$OUT" || exit 2
@@ -122,6 +156,11 @@ if wants calibrate; then
     rm -f "$OUT/device_profile.json"
     step calibrate "$OUT/calibrate.log" "$PY" -m perfkit calibrate --thorough --no-progress \
         --out "$OUT/device_profile.json"
+    # $OUT is emptied before the next call: keep a copy where the recording survives.
+    if [ -f "$OUT/device_profile.json" ]; then
+        mkdir -p "$RECORD_DIR" && cp "$OUT/device_profile.json" "$RECORD_DIR/" \
+            || echo "warning: could not copy device_profile.json into $RECORD_DIR" >&2
+    fi
 fi
 
 if wants kernels; then
@@ -130,10 +169,20 @@ if wants kernels; then
 fi
 
 if wants record; then
-    rm -rf "$OUT/data" "$OUT/recording.tar.gz"
+    # $RECORD_DIR is not emptied: a rerun skips what is complete today at this commit and resumes the rest.
+    rm -f "$OUT/recording.tar.gz"
+    mkdir -p "$RECORD_DIR" || exit 2
+    if [ -z "${PERFKIT_COMMIT:-}" ] && [ "$(git -C "$REPO" rev-parse --show-toplevel 2>/dev/null)" != "$REPO" ]; then
+        echo "warning: no .git and PERFKIT_COMMIT unset: the recording's perfkit_commit is null, so a rerun" \
+            "measures every experiment again" >&2
+    fi
     # SIGINT at the budget: the recorder saves what it measured (complete=false) and archives it.
     step record "$OUT/record.log" timeout -s INT -k 60 "$BUDGET" \
-        "$PY" -m perfkit record --out "$OUT/data" --archive "$OUT/recording.tar.gz" --no-progress $QUICK
+        "$PY" -m perfkit record ${EXPERIMENTS[@]+"${EXPERIMENTS[@]}"} --out "$RECORD_DIR/data" \
+        --archive "$OUT/recording.tar.gz" --no-progress $QUICK
+    if [ "$KEEP" -eq 1 ] && [ -d "$RECORD_DIR/data" ] && ! [ "$RECORD_DIR/data" -ef "$OUT/data" ]; then
+        rm -rf "$OUT/data" && cp -r "$RECORD_DIR/data" "$OUT/data"
+    fi
 fi
 
 if wants tests; then
@@ -158,7 +207,6 @@ for f in info.log calibrate.log kernels.log record.log gpu_tests.log bench.log c
 done
 tar -czf "$OUT/results.tar.gz" -C "$OUT" "${PACK[@]}" || FAILED=1
 if [ "$KEEP" -eq 0 ]; then
-    [ -f "$OUT/recording.tar.gz" ] && rm -rf "$OUT/data"
     rm -rf "$OUT/figures"
     # The device tool brings back at most 8 files: when every step ran, the step logs stay only
     # inside results.tar.gz.

@@ -1,5 +1,6 @@
 """perfkit.book.record: streaming rows to CSV, metadata, interruptions, reruns, the repo data/ guard."""
 
+import importlib
 import json
 import tarfile
 
@@ -19,6 +20,8 @@ META_KEYS = {"device_name", "device_kind", "sm_count", "driver", "cuda", "torch"
              "perfkit_commit", "recorded_at", "finished_at", "complete", "experiment", "description", "columns",
              "params", "rows"}
 COLUMNS = {"n": "problem size (elements)", "time_s": "duration (s)"}
+DAY, COMMIT = "2026-11-22", "1" * 40  # a fixed past UTC day and a made-up commit: nothing depends on today
+RECORD = importlib.import_module("perfkit.book.record")  # the module (perfkit.book.record is also a function)
 
 
 @pytest.fixture
@@ -34,6 +37,21 @@ def fakes():
     yield add
     for name in names:
         REGISTRY.pop(name, None)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """Freeze the recorder's clock on DAY and its commit at COMMIT; call it to move either."""
+    def at(day=DAY, commit=COMMIT, time="10:00:00"):
+        monkeypatch.setattr(RECORD, "_now", lambda: f"{day}T{time}+00:00")
+        monkeypatch.setenv("PERFKIT_COMMIT", commit)
+
+    at()
+    return at
+
+
+def files_of(folder):
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
 def slug_dir(out):
@@ -157,15 +175,17 @@ def test_interrupted_rerun_keeps_the_old_recording(tmp_path, fakes):
     [path] = record(name, tmp_path, progress=False)
     before = path.read_text()
     fail["at"] = 2
+    # resume=False: with resume, a complete recording made today at this commit is skipped, not measured
+    # again (test_a_complete_recording_of_today_is_skipped); this test is about measuring it again.
     with pytest.raises(RecordingFailed):
-        record(name, tmp_path, progress=False)
+        record(name, tmp_path, progress=False, resume=False)
     assert path.read_text() == before and meta_of(path)["complete"] is True
     partial = path.parent / f".{name}.partial.csv"
     assert pd.read_csv(partial)["time_s"].tolist() == [5e-3, 10e-3]  # the interrupted rows, kept aside
     assert json.loads((path.parent / f".{name}.partial.json").read_text())["complete"] is False
     # A later complete run replaces the recording (the hidden leftovers are never read).
     fail["at"] = None
-    record(name, tmp_path, progress=False)
+    record(name, tmp_path, progress=False, resume=False)
     assert meta_of(path)["complete"] is True and len(pd.read_csv(path)) == 4
     assert not partial.exists()
 
@@ -202,12 +222,18 @@ def test_resume_passes_skip_to_experiments_that_accept_it(tmp_path, fakes, monke
     meta = meta_of(path)
     assert meta["complete"] is True and meta["rows"] == 4
     assert meta["recorded_at"] == first["recorded_at"] and len(meta["resumed_at"]) == 1
-    # resume=False, or a different params, measures everything again.
+    # resume=False measures everything again (the call said so in its comment but passed neither
+    # resume=False nor other params; with resume, this complete same-day recording is now skipped).
     fail["at"] = 1
     with pytest.raises(RecordingFailed):
-        record(name, tmp_path, progress=False)  # the complete recording is kept, not resumed
+        record(name, tmp_path, progress=False, resume=False)  # the complete recording is kept, not resumed
     assert calls[-1] == []
     assert len(pd.read_csv(path)) == 4
+    # Other params (quick) measure everything again too.
+    with pytest.raises(RecordingFailed):
+        record(name, tmp_path, quick=True, progress=False)
+    assert calls[-1] == [] and len(calls) == 4
+    assert len(pd.read_csv(path)) == 4 and meta_of(path)["params"] == {"quick": False}
 
 
 def test_no_resume_when_the_declared_columns_changed(tmp_path, fakes):
@@ -350,3 +376,123 @@ def test_environment_versions():
 def test_commit_can_be_given_by_the_environment(monkeypatch):
     monkeypatch.setenv("PERFKIT_COMMIT", "0123abc")
     assert perfkit_commit() == "0123abc"
+
+
+def test_a_complete_recording_of_today_is_skipped(tmp_path, fakes, clock, capsys):
+    calls = []
+
+    def fake(*, quick=False, progress=True, on_row=None):
+        calls.append(quick)
+        return sweep(3, on_row)
+
+    name = fakes("_fake_today", fake)
+    out = tmp_path / "data"
+    [path] = record(name, out, progress=False)
+    before = files_of(path.parent)
+    capsys.readouterr()
+    clock(time="23:59:00")  # later the same (UTC) day, same commit
+    assert record(name, out, progress=False) == [path]  # its existing files are its recording
+    assert calls == [False]  # not measured again
+    assert files_of(path.parent) == before  # byte for byte, metadata included
+    printed = capsys.readouterr().out
+    assert (f"[1/1] {name}: already recorded today at this commit (complete, 3 rows): skipped; "
+            "--no-resume measures it again") in printed
+    assert "recorded 0 of 1 experiment(s)" in printed and "1 already recorded today (skipped)" in printed
+    with tarfile.open(archive(out, tmp_path / "recording.tar.gz")) as tar:
+        assert f"data/{path.parent.name}/{name}.csv" in tar.getnames()
+        assert f"data/{path.parent.name}/{name}.json" in tar.getnames()
+
+
+def test_no_resume_measures_a_complete_recording_of_today_again(tmp_path, fakes, clock):
+    calls = []
+
+    def fake(*, quick=False, progress=True, on_row=None):
+        calls.append(quick)
+        return sweep(3, on_row, scale=float(len(calls)))
+
+    name = fakes("_fake_again", fake)
+    [path] = record(name, tmp_path, progress=False)
+    clock(time="11:00:00")
+    assert record(name, tmp_path, progress=False, resume=False) == [path]
+    assert calls == [False, False]
+    assert pd.read_csv(path)["time_s"].tolist() == [2e-3, 4e-3, 6e-3]  # the second run's rows
+    meta = meta_of(path)
+    assert meta["recorded_at"] == f"{DAY}T11:00:00+00:00" and meta["complete"] is True and "resumed_at" not in meta
+    assert sorted(p.name for p in path.parent.iterdir()) == [f"{name}.csv", f"{name}.json"]
+
+
+@pytest.mark.parametrize("change", ["day", "commit", "unknown commit", "rows"])
+def test_a_complete_recording_not_of_this_run_is_measured_again(tmp_path, fakes, clock, monkeypatch, change):
+    calls = []
+
+    def fake(*, quick=False, progress=True, on_row=None):
+        calls.append(quick)
+        return sweep(3, on_row, scale=float(len(calls)))
+
+    if change == "unknown commit":  # a tree without .git and no PERFKIT_COMMIT: nothing shows it is the same code
+        monkeypatch.setattr(RECORD, "environment", lambda: {**environment(), "perfkit_commit": None})
+    name = fakes("_fake_other_" + change.replace(" ", "_"), fake)
+    [path] = record(name, tmp_path, progress=False)
+    if change == "day":
+        clock(day="2026-11-23", time="00:00:01")
+    elif change == "commit":
+        clock(commit="2" * 40)
+    elif change == "rows":  # the CSV lost its last row: it no longer holds what its JSON counts
+        path.write_text("".join(path.read_text().splitlines(keepends=True)[:-1]))
+    assert record(name, tmp_path, progress=False) == [path]
+    assert calls == [False, False]
+    assert pd.read_csv(path)["time_s"].tolist() == [2e-3, 4e-3, 6e-3]
+    meta = meta_of(path)
+    assert meta["complete"] is True and meta["rows"] == 3
+    assert meta["recorded_at"][:10] == ("2026-11-23" if change == "day" else DAY)
+    assert meta["perfkit_commit"] == {"commit": "2" * 40, "unknown commit": None}.get(change, COMMIT)
+
+
+def test_a_rerun_after_an_interrupt_measures_only_the_rest(tmp_path, fakes, clock, capsys):
+    calls = {"a": [], "b": [], "c": []}
+    stop = {"at": 2}
+
+    def a(*, quick=False, progress=True, on_row=None):
+        calls["a"].append(None)
+        return sweep(2, on_row)
+
+    def b(*, quick=False, progress=True, on_row=None, skip=None):
+        done = [] if skip is None else skip["n"].tolist()
+        calls["b"].append(done)
+        rows = []
+        for i in range(4):
+            if i in done:
+                continue
+            if i == stop["at"]:
+                raise KeyboardInterrupt  # what SIGINT at the time budget does
+            rows.append({"n": i, "time_s": (i + 1) * 1e-3})
+            on_row(rows[-1])
+        return pd.DataFrame(rows)
+
+    def c(*, quick=False, progress=True, on_row=None):
+        calls["c"].append(None)
+        return sweep(1, on_row)
+
+    names = [fakes("_fake_run_a", a), fakes("_fake_run_b", b), fakes("_fake_run_c", c)]
+    with pytest.raises(KeyboardInterrupt):
+        record(names, tmp_path, progress=False)
+    assert {k: len(v) for k, v in calls.items()} == {"a": 1, "b": 1, "c": 0}
+    a_files = {p: p.read_bytes() for p in slug_dir(tmp_path).glob(f"{names[0]}.*")}
+    capsys.readouterr()
+    stop["at"] = None
+    clock(time="10:08:00")
+    paths = record(names, tmp_path, progress=False)
+    assert paths == [slug_dir(tmp_path) / f"{n}.csv" for n in names]
+    assert {k: len(v) for k, v in calls.items()} == {"a": 1, "b": 2, "c": 1}  # a skipped, b resumed, c measured
+    assert calls["b"][-1] == [0, 1]
+    assert {p: p.read_bytes() for p in a_files} == a_files
+    assert [meta_of(p)["complete"] for p in paths] == [True, True, True]
+    assert pd.read_csv(paths[1])["n"].tolist() == [0, 1, 2, 3]
+    printed = capsys.readouterr().out
+    assert f"[1/3] {names[0]}: already recorded today" in printed and "recorded 2 of 3 experiment(s)" in printed
+    # A failure in a later run still lists the skipped recordings among the complete ones.
+    bad = fakes("_fake_run_bad", lambda **kw: sweep(3, kw["on_row"], fail_at=1))
+    with pytest.raises(RecordingFailed) as info:
+        record([*names, bad], tmp_path, progress=False)
+    assert info.value.paths == paths and set(info.value.failed) == {bad}
+    assert {k: len(v) for k, v in calls.items()} == {"a": 1, "b": 2, "c": 1}

@@ -11,18 +11,29 @@ What a recording run does, per experiment:
    ``complete: false`` and notes the ``error``. Other experiments still run; :func:`record` then
    raises :class:`RecordingFailed`. A ``KeyboardInterrupt`` is saved the same way, then re-raised.
 
-Reruns (the same device, the same ``out``):
+Reruns (the same device, the same ``out``). "This run" below means: the same device, params,
+perfkit commit, declared columns (in order: the CSV's header) and UTC day as the existing recording's
+JSON says (:func:`_same_run`, one test for skipping and resuming):
 
 - No recording yet: rows go straight into ``<experiment>.csv``.
-- A recording exists (complete or not): the new run streams into the hidden files
-  ``.<experiment>.partial.csv``/``.json`` beside it and, only when it completes, atomically
-  replaces the old files. An existing recording is only ever replaced by a complete one; a file
-  never mixes two runs of different devices or dates.
-- Resume (``resume=True``, the default): if the existing recording is *incomplete*, from the same
-  device, params, perfkit commit, declared columns and UTC day, **and** the experiment function has
-  a ``skip`` parameter, the run continues it: the experiment gets ``skip=<DataFrame of the rows
+- Skip (``resume=True``, the default): an existing *complete* recording of this run, whose CSV holds
+  the rows its JSON counts and whose perfkit commit is known (not ``null``), is kept byte for byte
+  and the experiment is not run; a line says so. Its files count as this run's recording (in the
+  paths returned, and in an archive of ``out``). So a run cut short at its time budget, run again
+  the same day at the same commit, measures only what it had not finished.
+- Resume (``resume=True``): an existing *incomplete* recording of this run, of an experiment whose
+  function has a ``skip`` parameter, is continued: the experiment gets ``skip=<DataFrame of the rows
   already recorded>`` and measures only the rest; new rows are appended to the same CSV and
-  ``resumed_at`` lists when. Otherwise the experiment is measured again from the start.
+  ``resumed_at`` lists when.
+- Otherwise (``resume=False``, or a recording from another commit, day, device, params or
+  declaration, or an incomplete one that cannot be resumed) the experiment is measured again from
+  the start. As an existing recording (complete or not) is there, the new run streams into the
+  hidden files ``.<experiment>.partial.csv``/``.json`` beside it and, only when it completes,
+  atomically replaces the old files. An existing recording is only ever replaced by a complete one;
+  a file never mixes two runs of different devices or dates.
+
+A commit ending in ``-dirty`` names uncommitted changes, which this test cannot tell apart: after
+editing an experiment, rerun with ``resume=False`` (``--no-resume``).
 
 Data in the repository's ``data/`` must be real GPU measurements: recording on a CPU into it is
 refused.
@@ -57,7 +68,8 @@ _NEED_TEXT = {"cuda": "a CUDA GPU (torch.cuda.is_available() is False)", "cupy":
 class RecordingFailed(RuntimeError):
     """Raised by :func:`record` after all experiments ran, when at least one of them failed.
 
-    ``failed`` maps experiment name → error text; ``paths`` lists the complete recordings written.
+    ``failed`` maps experiment name → error text; ``paths`` lists the complete recordings
+    (measured by this run, or skipped as already recorded: see :func:`record`).
     """
 
     def __init__(self, failed: Mapping[str, str], paths: list[Path]):
@@ -95,15 +107,18 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+def _csv_rows(path: Path) -> int:
+    """The number of data rows (lines after the header) of the CSV file ``path``."""
+    with open(path, newline="", encoding="utf-8") as f:
+        return max(sum(1 for _ in csv.reader(f)) - 1, 0)
+
+
 class _RowAppender:
     """``on_row`` for a recording: appends each row to a CSV whose header is the declared columns."""
 
     def __init__(self, path: Path, columns: list[str], append: bool):
         self.columns = columns
-        self.rows = 0
-        if append:
-            with open(path, newline="", encoding="utf-8") as f:
-                self.rows = max(sum(1 for _ in csv.reader(f)) - 1, 0)
+        self.rows = _csv_rows(path) if append else 0
         self._f = open(path, "a" if append else "w", newline="", encoding="utf-8")
         self._writer = csv.DictWriter(self._f, columns, restval="")
         if not append:
@@ -161,31 +176,51 @@ def _old_meta(json_path: Path) -> dict[str, Any] | None:
         return None
 
 
+def _same_run(old: Mapping[str, Any], meta: Mapping[str, Any]) -> bool:
+    """Whether the existing recording's metadata ``old`` has the device, experiment, params, perfkit
+    commit, declared columns (in order: the CSV's header) and UTC day of the new run's ``meta``."""
+    same = all(old.get(k) == meta[k] for k in ("device_name", "experiment", "params", "perfkit_commit"))
+    same_header = list(old.get("columns") or {}) == list(meta["columns"])
+    return same and same_header and str(old.get("recorded_at", ""))[:10] == meta["recorded_at"][:10]
+
+
 def _can_resume(exp: Experiment, old: Mapping[str, Any] | None, meta: Mapping[str, Any], csv_path: Path) -> bool:
     if old is None or old.get("complete", False) or not csv_path.is_file() or csv_path.stat().st_size == 0:
         return False
     if "skip" not in inspect.signature(exp.func).parameters:
         return False
-    same = all(old.get(k) == meta[k] for k in ("device_name", "experiment", "params", "perfkit_commit"))
-    same_header = list(old.get("columns") or {}) == list(meta["columns"])  # the CSV's header, in order
-    return same and same_header and str(old.get("recorded_at", ""))[:10] == meta["recorded_at"][:10]
+    return _same_run(old, meta)
 
 
-def _record_one(exp: Experiment, out: Path, device: DeviceSpec, env: Mapping[str, Any], *, quick: bool,
-                progress: bool, resume: bool) -> tuple[Path, int]:
-    """Record one experiment; returns the CSV path and its row count. Re-raises what the experiment raised."""
-    device_name = device.driver_name or device.name
-    where = out / device_slug(device_name)
-    where.mkdir(parents=True, exist_ok=True)
-    csv_path, json_path = where / f"{exp.name}.csv", where / f"{exp.name}.json"
-    meta: dict[str, Any] = {
-        "experiment": exp.name, "description": exp.description, "device_name": device_name,
+def _done_today(old: Mapping[str, Any] | None, meta: Mapping[str, Any], csv_path: Path) -> bool:
+    """Whether ``old`` is a complete recording of this run (:func:`_same_run`, at a known commit) whose
+    CSV holds the rows its JSON counts: then the experiment is skipped."""
+    if old is None or old.get("complete") is not True or meta["perfkit_commit"] is None or not csv_path.is_file():
+        return False
+    try:
+        return _same_run(old, meta) and _csv_rows(csv_path) == old.get("rows")
+    except (OSError, ValueError, csv.Error):  # an unreadable CSV is measured again
+        return False
+
+
+def _new_meta(exp: Experiment, device: DeviceSpec, env: Mapping[str, Any], quick: bool) -> dict[str, Any]:
+    """The metadata a recording of ``exp`` starts with (``complete: false``, ``recorded_at`` now)."""
+    return {
+        "experiment": exp.name, "description": exp.description, "device_name": device.driver_name or device.name,
         "device_kind": device.kind, "device": device.name, "sm_count": device.sms,
         **{k: env[k] for k in ("driver", "cuda", "torch", "cupy", "triton", "perfkit", "perfkit_commit")},
         "recorded_at": _now(), "finished_at": None, "complete": False, "error": None,
         "params": {"quick": quick}, "columns": dict(exp.columns), "needs": list(exp.needs), "rows": 0,
     }
-    old = _old_meta(json_path)
+
+
+def _record_one(exp: Experiment, csv_path: Path, meta: dict[str, Any], old: Mapping[str, Any] | None, *,
+                quick: bool, progress: bool, resume: bool) -> tuple[Path, int]:
+    """Record one experiment into ``csv_path`` (and its ``.json``), starting from ``meta``, over the
+    existing recording ``old`` (its metadata, or None); returns the CSV path and its row count.
+    Re-raises what the experiment raised."""
+    where, json_path = csv_path.parent, csv_path.with_suffix(".json")
+    where.mkdir(parents=True, exist_ok=True)
     kwargs: dict[str, Any] = {"quick": quick, "progress": progress}
     done = 0
     if resume and _can_resume(exp, old, meta, csv_path):
@@ -231,8 +266,10 @@ def record(experiments: str | Iterable[str] | None = None, out: str | os.PathLik
 
     ``experiments``: names (or one name); ``None`` runs every registered experiment. Experiments
     whose ``needs`` this machine lacks are skipped with a printed reason. ``quick`` runs the small
-    sweeps; ``progress`` shows progress bars; ``resume``: see the module docstring. Returns the CSV
-    paths of the completed recordings.
+    sweeps; ``progress`` shows progress bars; ``resume``: skip what is already recorded today at this
+    commit and continue what is incomplete (see the module docstring). Returns the CSV paths of the
+    complete recordings of the chosen experiments, in order: those measured now and those skipped
+    because already recorded (their existing files are their recording).
 
     Raises ``ValueError`` when this machine has no GPU and ``out`` is the repository's ``data/``,
     ``LookupError`` for an unknown name, :class:`RecordingFailed` (after the others ran) when an
@@ -246,8 +283,10 @@ def record(experiments: str | Iterable[str] | None = None, out: str | os.PathLik
     env = environment()
     print(f"perfkit: recording {len(chosen)} experiment(s) on {device.label} into {out}"
           f"{' (quick)' if quick else ''}", flush=True)
+    where = out / device_slug(device.driver_name or device.name)
     written: list[Path] = []
     failed: dict[str, str] = {}
+    skipped = 0
     t_all = time.perf_counter()
     for i, exp in enumerate(chosen, 1):
         step = f"[{i}/{len(chosen)}] {exp.name}"
@@ -255,10 +294,18 @@ def record(experiments: str | Iterable[str] | None = None, out: str | os.PathLik
         if lacking:
             print(f"{step}: skipped, this machine lacks {', '.join(lacking)}", flush=True)
             continue
+        csv_path, meta = where / f"{exp.name}.csv", _new_meta(exp, device, env, quick)
+        old = _old_meta(csv_path.with_suffix(".json"))
+        if resume and _done_today(old, meta, csv_path):
+            print(f"{step}: already recorded today at this commit (complete, {old['rows']} rows): skipped; "
+                  "--no-resume measures it again", flush=True)
+            written.append(csv_path)
+            skipped += 1
+            continue
         print(f"{step}: {exp.description}", flush=True)
         t0 = time.perf_counter()
         try:
-            path, rows = _record_one(exp, out, device, env, quick=quick, progress=progress, resume=resume)
+            path, rows = _record_one(exp, csv_path, meta, old, quick=quick, progress=progress, resume=resume)
         except KeyboardInterrupt:
             print(f"{step}: interrupted after {time.perf_counter() - t0:.1f} s; "
                   "rows measured so far are kept (complete=false)", flush=True)
@@ -273,8 +320,9 @@ def record(experiments: str | Iterable[str] | None = None, out: str | os.PathLik
                 sys.modules["torch"].cuda.empty_cache()
         written.append(path)
         print(f"{step}: {rows} rows in {time.perf_counter() - t0:.1f} s → {path}", flush=True)
-    print(f"perfkit: recorded {len(written)} of {len(chosen)} experiment(s) in "
-          f"{time.perf_counter() - t_all:.1f} s", flush=True)
+    also = f"; {skipped} already recorded today (skipped)" if skipped else ""
+    print(f"perfkit: recorded {len(written) - skipped} of {len(chosen)} experiment(s) in "
+          f"{time.perf_counter() - t_all:.1f} s{also}", flush=True)
     if failed:
         raise RecordingFailed(failed, written)
     return written

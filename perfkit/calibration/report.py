@@ -32,10 +32,13 @@ def ceilings_table(profile: DeviceProfile) -> list[dict[str, Any]]:
         wide = "" if m["wide_flop_s"] is None else (
             f"; the wide search: {format_rate(m['wide_flop_s'], unit)} in {m['wide_trials']} GEMMs "
             f"(guided/wide {m['flop_s'] / m['wide_flop_s']:.2f})")
+        searched = any((r["dtype"], r["M"], r["N"], r["K"], r["time_s"]) == (d, m["M"], m["N"], m["K"], m["time_s"])
+                       for r in profile.search)  # else a validation GEMM ran faster than the search's best
         rows.append({"ceiling": f"matmul {d}", "measured": format_rate(m["flop_s"], unit),
                      "reference": "" if peak is None else f"{format_rate(peak, unit)} ({sheet})",
                      "share": None if peak is None else m["flop_s"] / peak,
-                     "how": f"{m['M']}×{m['N']}×{m['K']}, best of {m['trials']} GEMMs{wide}"})
+                     "how": f"{m['M']}×{m['N']}×{m['K']}, best of {m['trials']} GEMMs"
+                            f"{'' if searched else ' and the validation set'}{wide}"})
     bw = device["mem_bandwidth"]
     rows.append({"ceiling": "copy (DRAM)", "measured": format_rate(profile.copy["bandwidth"], "B"),
                  "reference": "" if bw is None else f"{format_rate(bw, 'B')} ({sheet})",
@@ -48,12 +51,21 @@ def ceilings_table(profile: DeviceProfile) -> list[dict[str, Any]]:
                      "how": f"copies of {_size(l2['bytes'])}" + ("" if l2["shows"] else ": no clear L2 effect")})
     lat = profile.latency
     model_default = f"{format_time(KERNEL_LATENCY_S)} (the model's default)"
-    graph = "" if lat["graph_s"] is None else f"; {format_time(lat['graph_s'])} inside a CUDA graph"
+    timed = _floor_timing(profile)
+    graph = "" if lat["graph_s"] is None else f"; {format_time(lat['graph_s'])} inside a CUDA graph (warm)"
     rows.append({"ceiling": "kernel floor", "measured": format_time(lat["kernel_s"]), "reference": model_default,
-                 "share": None, "how": f"a one-element add, plain launch{graph}"})
+                 "share": None, "how": f"a one-element add, plain launch{timed}{graph}"})
     rows.append({"ceiling": "GEMM floor", "measured": format_time(lat["gemm_s"]), "reference": model_default,
-                 "share": None, "how": "a 16×16×16 GEMM"})
+                 "share": None, "how": f"a 16×16×16 GEMM{timed}"})
     return rows
+
+
+def _floor_timing(profile: DeviceProfile) -> str:
+    """How a GPU profile's floors were timed: with the L2 flushed (as its validation set), or warm (the
+    profiles before 2026-11-26 said "without flushing the L2" in ``latency.how``); nothing on a CPU."""
+    if profile.device["kind"] != "gpu":
+        return ""
+    return ", warm L2" if "without flushing the L2" in profile.latency["how"] else ", L2 flushed"
 
 
 def error_by_kind(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:

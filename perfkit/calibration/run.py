@@ -3,13 +3,17 @@
 :func:`calibrate` (``python -m perfkit calibrate``) runs, in about a minute (``quick``: about 15 s):
 
 1. **matmul**, per dtype: the model-guided search of :mod:`.search` (shapes that fill whole tiles
-   and whole waves, refined around the best); ``thorough`` also runs the wide grid, to compare;
-2. **copy**: device-to-device copies of growing size; the best copy from DRAM is the bandwidth
+   and whole waves, and the largest square power-of-two one, refined around the best); ``thorough``
+   also runs the wide grid, to compare;
+2. **the fixed cost of a kernel**: a one-element add and a 16×16×16 GEMM, timed as the validation
+   set is (on a GPU the L2 flushed before each sample: a small kernel pays a cold memory access);
+   the add with a warm L2 and inside a CUDA graph too;
+3. **copy**: device-to-device copies of growing size; the best copy from DRAM is the bandwidth
    ceiling, and copies that fit the L2 show its effect where there is one;
-3. **the fixed cost of a kernel**: a one-element add (a plain launch; inside a CUDA graph too) and
-   a 16×16×16 GEMM;
-4. **validation**: a fixed set of GEMMs and memory-bound ops, timed, and predicted by the models
-   before calibration (the spec's documented defaults) and after (the measured ceilings).
+4. **validation**: a fixed set of GEMMs and memory-bound ops, timed. A validation GEMM faster than
+   its dtype's search is that dtype's ceiling: the ceiling is the best GEMM the run measured. Then
+   the models predict each op before calibration (the spec's documented defaults) and after (the
+   final measured ceilings).
 
 The result is a :class:`~.profile.DeviceProfile`, saved (atomically, only once every step has
 finished: an interrupted calibration writes nothing) to the user's cache, where
@@ -35,7 +39,7 @@ from ..matmul import supports_dtype
 from ..memory_model import memory_time
 from ..placement import measured_on, resolve_device
 from ..roofline import gemm_bytes, gemm_flops
-from ..units import MiB
+from ..units import MiB, format_rate, format_time
 from . import probes
 from .profile import DeviceProfile, identity_of, profile_path, save_profile, spec_dict
 from .report import report
@@ -108,8 +112,8 @@ def _main_dtype(dtypes: list[str], device: str) -> str:
 
 def _matmul_entry(guided: SearchResult, wide: SearchResult | None) -> dict[str, Any]:
     best = guided.best
-    how = (f"best median of {len(guided.trials)} GEMMs chosen by perfkit's model (whole tiles and waves, "
-           f"refined around the best; {guided.stopped})")
+    how = (f"best median of {len(guided.trials)} GEMMs chosen by perfkit's model (whole tiles and waves, and the "
+           f"largest square power-of-two shape; refined around the best; {guided.stopped})")
     return {"flop_s": best.flop_s, "M": best.M, "N": best.N, "K": best.K, "time_s": best.time_s,
             "trials": len(guided.trials), "how": how,
             "wide_flop_s": None if wide is None else wide.best.flop_s,
@@ -142,25 +146,66 @@ def _copy_entries(rows: list[dict[str, float]], spec: DeviceSpec, kernel_s: floa
                          "net of the fixed cost of a kernel, against the DRAM copy"}
 
 
-def _validation(before: DeviceSpec, after: DeviceSpec, dtype: str, device: str, quick: bool,
-                max_bytes: int) -> dict[str, Any]:
+def _latency(floors: Mapping[str, float | None], dtype: str, device: str) -> dict[str, Any]:
+    """The profile's fixed costs (:func:`.probes.launch_floors`): those the models use, timed as the
+    validation set is, and on a GPU the warm add and the CUDA graph's in ``how``."""
+    how = (f"median of a one-element add (a plain launch) and of a 16×16×16 {dtype} GEMM, timed by perfkit.bench "
+           "as the validation set is: ")
+    if device == "cuda":
+        how += ("the L2 flushed before each sample, so a small kernel pays a cold memory access, as the kernels the "
+                f"models predict do; with a warm L2 the add took {format_time(floors['warm_kernel_s'])}, and "
+                f"{format_time(floors['graph_s'])} per call inside a CUDA graph")
+    else:
+        how += "blocks of calls on the CPU (no cache flush)"
+    return {"gemm_s": floors["gemm_s"], "kernel_s": floors["kernel_s"], "graph_s": floors["graph_s"], "how": how}
+
+
+def _measure_validation(dtype: str, device: str, quick: bool, max_bytes: int) -> list[dict[str, Any]]:
+    """The validation set's rows, timed (``measured_s``), not yet predicted."""
     rows = []
     for M, N, K in probes.validation_gemms(device, quick):
         nbytes, flops = gemm_bytes(M, N, K, dtype), gemm_flops(M, N, K)
-        if nbytes > max_bytes:
-            continue
-        measured_s = probes.gemm_timer(dtype, device, quick=quick)(M, N, K)
-        rows.append({"kind": "gemm", "shape": f"{M}×{N}×{K}", "dtype": dtype, "bytes": nbytes, "flops": flops,
-                     "measured_s": measured_s, "before_s": predict_gemm_time(M, N, K, dtype, before),
-                     "after_s": predict_gemm_time(M, N, K, dtype, after)})
+        if nbytes <= max_bytes:
+            rows.append({"kind": "gemm", "shape": f"{M}×{N}×{K}", "dtype": dtype, "bytes": nbytes, "flops": flops,
+                         "measured_s": probes.gemm_timer(dtype, device, quick=quick)(M, N, K)})
     for case in probes.memory_cases(device, quick):
         nbytes = probes.memory_case_bytes(case, dtype)
-        if nbytes > max_bytes:
-            continue
-        measured_s = probes.time_memory_case(case, dtype, device, quick=quick)
-        rows.append({"kind": case.kind, "shape": "×".join(map(str, case.shape)), "dtype": dtype, "bytes": nbytes,
-                     "flops": 0, "measured_s": measured_s, "before_s": memory_time(nbytes, before),
-                     "after_s": memory_time(nbytes, after)})
+        if nbytes <= max_bytes:
+            rows.append({"kind": case.kind, "shape": "×".join(map(str, case.shape)), "dtype": dtype,
+                         "bytes": nbytes, "flops": 0,
+                         "measured_s": probes.time_memory_case(case, dtype, device, quick=quick)})
+    return rows
+
+
+def _gemm_shape(row: Mapping[str, Any]) -> tuple[int, int, int]:
+    M, N, K = map(int, row["shape"].split("×"))
+    return M, N, K
+
+
+def _best_measured(entry: dict[str, Any], rows: list[dict[str, Any]], dtype: str) -> dict[str, Any]:
+    """``entry`` (the search's best), or the fastest validation GEMM of ``dtype`` where it ran faster
+    (timed the same way): the ceiling is the best GEMM this run measured. ``trials`` stays the search's."""
+    gemms = [r for r in rows if r["kind"] == "gemm" and r["dtype"] == dtype]
+    best = max(gemms, key=lambda r: r["flops"] / r["measured_s"], default=None)
+    if best is None or best["flops"] / best["measured_s"] <= entry["flop_s"]:
+        return entry
+    unit = "OP" if dtype == "int8" else "FLOP"
+    how = (f"the validation GEMM {best['shape']}, the fastest of the {entry['trials'] + len(gemms)} {dtype} GEMMs "
+           f"this run timed; the {entry['how']} was {format_rate(entry['flop_s'], unit)} at "
+           f"{entry['M']}×{entry['N']}×{entry['K']}")
+    M, N, K = _gemm_shape(best)
+    return {**entry, "flop_s": best["flops"] / best["measured_s"], "M": M, "N": N, "K": K,
+            "time_s": best["measured_s"], "how": how}
+
+
+def _predicted(rows: list[dict[str, Any]], before: DeviceSpec, after: DeviceSpec) -> dict[str, Any]:
+    """The validation set: ``rows`` predicted by the models on ``before`` and ``after``, and their errors."""
+    def predict(row, spec):
+        if row["kind"] == "gemm":
+            return predict_gemm_time(*_gemm_shape(row), row["dtype"], spec)
+        return memory_time(row["bytes"], spec)
+
+    rows = [{**r, "before_s": predict(r, before), "after_s": predict(r, after)} for r in rows]
     summary = {}
     for when in ("before", "after"):
         err = prediction_error([r["measured_s"] for r in rows], [r[f"{when}_s"] for r in rows])
@@ -210,25 +255,25 @@ def calibrate(*, quick: bool = False, thorough: bool = False, dtypes: Any = None
     main = _main_dtype(dtypes, device)
     steps.set_postfix_str("kernel floor")
     floors = probes.launch_floors(device, main, quick=quick)
-    latency = {"gemm_s": floors["gemm_s"], "kernel_s": floors["kernel_s"], "graph_s": floors["graph_s"],
-               "how": "median of a one-element add (plain launch; and inside a CUDA graph) and of a 16×16×16 "
-                      f"{main} GEMM, timed by perfkit.bench without flushing the L2"}
     steps.update()
-    steps.set_postfix_str("copy")
-    copy, l2 = _copy_entries(probes.copy_sweep(device, quick=quick, max_bytes=max_bytes), base, floors["kernel_s"])
+    steps.set_postfix_str("copy")  # warm copies: net of the warm fixed cost
+    copies = probes.copy_sweep(device, quick=quick, max_bytes=max_bytes)
+    copy, l2 = _copy_entries(copies, base, floors["warm_kernel_s"])
     steps.update()
-    matmul = {d: _matmul_entry(searches[d], wide.get(d)) for d in dtypes}
+    steps.set_postfix_str("validation")
+    measured = _measure_validation(main, device, quick, max_bytes)
+    steps.update()
+    steps.close()
+    matmul = {d: _best_measured(_matmul_entry(searches[d], wide.get(d)), measured, d) for d in dtypes}
     search = [row for d in dtypes for r in (searches[d], *([wide[d]] if d in wide else ()))
               for row in r.frame().to_dict("records")]
     draft = DeviceProfile(device=spec_dict(base), identity=identity_of(base, cpu_model() if device == "cpu" else None),
                           environment=_environment(), mode="thorough" if thorough else "quick" if quick else "default",
-                          duration_s=0.0, matmul=matmul, copy=copy, l2=l2, latency=latency,
+                          duration_s=0.0, matmul=matmul, copy=copy, l2=l2, latency=_latency(floors, main, device),
                           validation={"rows": [], "before": {}, "after": {}}, search=search)
-    steps.set_postfix_str("validation")
-    validation = _validation(base, draft.spec(), main, device, quick, max_bytes)
-    steps.update()
-    steps.close()
-    profile = replace(draft, validation=validation, duration_s=time.perf_counter() - start)
+    # predicted with the final ceilings: the profile's own spec
+    profile = replace(draft, validation=_predicted(measured, base, draft.spec()),
+                      duration_s=time.perf_counter() - start)
     path = None
     if save:
         path = save_profile(profile, out if out is not None else profile_path(base.name))

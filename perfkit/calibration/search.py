@@ -11,6 +11,9 @@ so :func:`guided_search` times only a few:
    :func:`~perfkit.gemm_model.explain_gemm` predicts full waves and full tiles. They are ranked by
    the model's predicted throughput and picked to be diverse (aspect ratios, wave counts, ``K`` and
    operand bytes, where caches show), since the device is not the model: about 8 are timed (``quick``: 4).
+   The lowest-ranked gives way to the largest **square power-of-two** shape inside the window and
+   memory (e.g. 8192³ in bfloat16 on an H100-class GPU), whole waves or not: the vendor libraries are
+   tuned best for those (on the H200, 8192³ ran 8 % faster than the best of the model's shapes).
 2. **Refinement** around the best shape timed so far: ``M`` and ``N`` swapped, ``2K`` and ``K/2``, the
    next whole-wave tile counts up and down, and the same FLOPs with another aspect, in that order
    among those the model rates within 2 % of the best of them (the rest after, fastest first); never
@@ -106,10 +109,10 @@ class SearchResult:
 
     def frame(self) -> pd.DataFrame:
         """One row per trial: dtype, method, stage, M, N, K, time_s, flop_s, predicted_s."""
-        rows = [{"dtype": self.dtype, "method": self.method, "stage": t.stage, "M": t.M, "N": t.N, "K": t.K,
-                 "time_s": t.time_s, "flop_s": t.flop_s, "predicted_s": t.predicted_s} for t in self.trials]
-        columns = ["dtype", "method", "stage", "M", "N", "K", "time_s", "flop_s", "predicted_s"]
-        return pd.DataFrame(rows, columns=columns)
+        rows = [(self.dtype, self.method, t.stage, t.M, t.N, t.K, t.time_s, t.flop_s, t.predicted_s)
+                for t in self.trials]
+        return pd.DataFrame(rows, columns=["dtype", "method", "stage", "M", "N", "K", "time_s", "flop_s",
+                                           "predicted_s"])
 
 
 def _check_spec(spec: Any, model: bool = True) -> DeviceSpec:
@@ -133,9 +136,7 @@ def time_window_s(spec: DeviceSpec, quick: bool = False) -> tuple[float, float]:
     amortize a kernel's fixed cost, short enough to time many. A GPU: (1e-4, 1e-2), ``quick``
     (1e-4, 3e-3); a CPU: (5e-3, 6e-2), ``quick`` (2e-3, 2e-2)."""
     spec, quick = _check_spec(spec, model=False), boolean("quick", quick)
-    if spec.kind == "gpu":
-        return (1e-4, 3e-3) if quick else (1e-4, 1e-2)
-    return (2e-3, 2e-2) if quick else (5e-3, 6e-2)
+    return ((1e-4, 3e-3) if quick else (1e-4, 1e-2)) if spec.kind == "gpu" else (2e-3, 2e-2) if quick else (5e-3, 6e-2)
 
 
 def _check_window(window_s: Any) -> tuple[float, float]:
@@ -150,15 +151,13 @@ def _check_window(window_s: Any) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def _default_max_bytes(spec: DeviceSpec) -> int:
-    """An eighth of the device's memory (1 GiB when unknown): room for A, B and C and the timer's copies."""
-    return int(spec.memory_bytes) // 8 if spec.memory_bytes else 1 << 30
-
-
 def _check_limits(spec, window_s, max_bytes, quick) -> tuple[tuple[float, float], int]:
+    """The window (default :func:`time_window_s`) and the byte limit (default an eighth of the device's
+    memory, 1 GiB when unknown: room for A, B and C and the timer's copies)."""
     window = time_window_s(spec, quick) if window_s is None else _check_window(window_s)
-    max_bytes = _default_max_bytes(spec) if max_bytes is None else positive_int("max_bytes", max_bytes)
-    return window, max_bytes
+    if max_bytes is None:
+        return window, int(spec.memory_bytes) // 8 if spec.memory_bytes else 1 << 30
+    return window, positive_int("max_bytes", max_bytes)
 
 
 class _Model:
@@ -205,11 +204,18 @@ def _bin(x: float) -> int:
     return round(math.log2(x))
 
 
+def _square(model: _Model, window: tuple[float, float], max_bytes: int) -> Shape | None:
+    """The largest n×n×n GEMM, n a power of two, inside the window and memory (``None``: none is)."""
+    fits = [s for s in ((1 << p,) * 3 for p in range(4, 18)) if model.fits(s, window, max_bytes)]
+    return fits[-1] if fits else None
+
+
 def candidate_shapes(spec: DeviceSpec, dtype: Any, *, window_s: tuple[float, float], max_bytes: int,
                      count: int) -> list[Shape]:
     """Up to ``count`` (M, N, K) shapes that the model says fill whole tiles and whole waves on
     ``spec``, whose predicted time lies in ``window_s`` (seconds) and whose A, B and C fit in
-    ``max_bytes``; ranked by predicted throughput, and diverse in aspect ratio, wave count, K and bytes.
+    ``max_bytes``; diverse in aspect ratio, wave count, K and bytes; the last of them replaced by the
+    largest square power-of-two shape inside the window and memory; ranked by predicted throughput.
     ``ValueError`` when the window and memory leave none."""
     spec = _check_spec(spec)
     dtype = _check_dtype(spec, dtype)
@@ -266,11 +272,14 @@ def _candidates(model: _Model, window: tuple[float, float], max_bytes: int, coun
         chosen.append(entry)
         for c, b in zip(used, entry[2]):
             c[b] += 1
-    if not chosen:
+    shapes, square = [e[1] for e in sorted(chosen, key=lambda e: (-e[0], e[1]))], _square(model, window, max_bytes)
+    if not shapes and square is None:
         raise ValueError(f"no GEMM shape fills whole tiles and waves of {model.spec.name} in {model.dtype} with a "
                          f"predicted time inside window_s=({lo:g}, {hi:g}) seconds and operands within "
                          f"max_bytes={max_bytes:,}; widen window_s or raise max_bytes")
-    return [e[1] for e in sorted(chosen, key=lambda e: (-e[0], e[1]))]
+    if square is not None and square not in shapes:  # it replaces the lowest-ranked
+        shapes = shapes[:count - 1] + [square]
+    return sorted(shapes, key=lambda s: (-model.explain(s).achieved_flop_s, s))
 
 
 def _check_search(time_gemm, spec, dtype, max_trials, default_trials) -> tuple[DeviceSpec, str, int]:
@@ -306,17 +315,10 @@ def _neighbours(model: _Model, shape: Shape) -> list[Shape]:
     p = model.explain(shape)
     W = model.spec.sms
     waves = max(1, round(p.tiles / W))
-    for w in (waves + 1, waves - 1):
-        if w >= 1:
-            out.append((*_closest_split(w * W, p.tile, M / N), K))
+    out += [(*_closest_split(w * W, p.tile, M / N), K) for w in (waves + 1, waves - 1) if w >= 1]
     out += [(2 * M, N // 2, K), (M // 2, 2 * N, K), (2 * M, N, K // 2), (M, 2 * N, K // 2),
             (M // 2, N, 2 * K), (M, N // 2, 2 * K)]
-    seen, unique = set(), []
-    for s in out:
-        if min(s) >= 1 and s != shape and s not in seen:
-            seen.add(s)
-            unique.append(s)
-    return unique
+    return [s for s in dict.fromkeys(out) if min(s) >= 1 and s != shape]  # in order, each once
 
 
 def guided_search(time_gemm: Callable[[int, int, int], float], spec: DeviceSpec, dtype: Any, *, quick: bool = False,
@@ -336,18 +338,16 @@ def guided_search(time_gemm: Callable[[int, int, int], float], spec: DeviceSpec,
     min_gain = non_negative_number("min_gain", min_gain)
     max_rounds = non_negative_int("max_rounds", max_rounds)
     model = _Model(spec, dtype)
-    shapes = _candidates(model, window, max_bytes, QUICK_CANDIDATES if quick else CANDIDATES)
-    trials = [_time(time_gemm, model, s, "candidate") for s in shapes[:max_trials]]
+    count = min(max_trials, QUICK_CANDIDATES if quick else CANDIDATES)  # the square is among those timed
+    trials = [_time(time_gemm, model, s, "candidate") for s in _candidates(model, window, max_bytes, count)]
     timed = {(t.M, t.N, t.K) for t in trials}
     rounds, stopped = 0, ""
     while not stopped:
         best = max(trials, key=lambda t: t.flop_s)
         left = max_trials - len(trials)
-        if left <= 0:
-            stopped = f"max_trials ({max_trials}) timings spent after {rounds} refinement round(s)"
-            break
-        if rounds >= max_rounds:
-            stopped = f"max_rounds ({max_rounds}) refinement rounds run"
+        stopped = (f"max_trials ({max_trials}) timings spent after {rounds} refinement round(s)" if left <= 0 else
+                   f"max_rounds ({max_rounds}) refinement rounds run" if rounds >= max_rounds else "")
+        if stopped:
             break
         near = [s for s in _neighbours(model, (best.M, best.N, best.K))
                 if s not in timed and model.fits(s, window, max_bytes)]
@@ -383,13 +383,12 @@ def wide_search(time_gemm: Callable[[int, int, int], float], spec: DeviceSpec, d
     keep = (estimate <= hi) & (estimate >= lo / 4) & (model.bytes(M, N, K) <= max_bytes)
     grid = list(zip(M[keep].tolist(), N[keep].tolist(), K[keep].tolist()))  # sorted by M, then N, then K
     bounds = np.linspace(0, len(grid), max_trials + 1).round().astype(int)
-    shapes = []
-    for start, stop in zip(bounds[:-1], bounds[1:]):
-        middle = (start + stop) // 2
-        order = sorted(range(start, stop), key=lambda i: (abs(i - middle), i))
-        found = next((grid[i] for i in order if model.fits(grid[i], (lo, hi), max_bytes)), None)
-        if found is not None:
-            shapes.append(found)
+
+    def nearest_middle(start: int, stop: int) -> Shape | None:  # of grid[start:stop], inside the window
+        order = sorted(range(start, stop), key=lambda i: (abs(i - (start + stop) // 2), i))
+        return next((grid[i] for i in order if model.fits(grid[i], (lo, hi), max_bytes)), None)
+
+    shapes = [s for s in map(nearest_middle, bounds[:-1].tolist(), bounds[1:].tolist()) if s is not None]
     if not shapes:
         raise ValueError(f"no grid shape of {spec.name} in {dtype} has a predicted time inside window_s=({lo:g}, "
                          f"{hi:g}) seconds with operands within max_bytes={max_bytes:,}")

@@ -83,9 +83,14 @@ def _fitted_dtypes(meta: FrameMeta) -> frozenset[str] | None | bool:
 
 def half_labels(frame: pd.DataFrame) -> pd.Series:
     """Per row: ``"fit"`` or ``"held out"`` (:func:`fit_half`) where the model was fitted on the
-    frame's source, device and dtype (:data:`FITTED_ON`), else ``"not fitted"``."""
-    dtypes = _fitted_dtypes(FrameMeta.of(frame))
+    frame's source, device and dtype (:data:`FITTED_ON`), else ``"not fitted"``. The unaligned rows
+    of a ``gemm_alignment`` recording are ``"fit"``: the model's slowdown for unaligned dimensions on
+    that GPU is their median (:func:`perfkit.ceilings.alignment_slowdown`)."""
+    meta = FrameMeta.of(frame)
+    dtypes = _fitted_dtypes(meta)
     out = pd.Series("not fitted", index=frame.index, dtype=object)
+    if meta.experiment == "gemm_alignment" and "aligned" in frame:
+        out[~frame["aligned"].astype(bool)] = "fit"
     if dtypes is False or not len(frame):
         return out
     fitted = pd.Series(True, index=frame.index) if dtypes is None else frame["dtype"].isin(list(dtypes))

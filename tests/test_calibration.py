@@ -13,6 +13,7 @@ import dataclasses
 import json
 import re
 
+import pandas as pd
 import pytest
 import torch
 
@@ -368,3 +369,8 @@ def test_the_appendix_draws_and_tabulates_a_profile(throttled_gpu, tmp_path):
     (folder / recorded.PROFILE_FILE).write_text(profile.to_json(), encoding="utf-8")
     found, path = timing.book_gpu_profile("H100-SXM", root=tmp_path)
     assert found == profile and path.parent == folder
+    assert timing.book_gpu_profile(root=tmp_path) == (found, path)  # no name: the first GPU profile there
+    assert timing.book_gpu_profile(root=tmp_path / "empty") is None
+    assert timing.book_gpu_profile("A100-SXM4-80GB", root=tmp_path) is None
+    pd.testing.assert_frame_equal(timing.error_frame((found, path)), errors)
+    assert timing.error_frame(None) is None

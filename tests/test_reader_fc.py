@@ -47,9 +47,13 @@ def test_every_figure_builds_small_with_its_sources():
         assert len(figure.states) >= 20, name
         title = figure_json(figure)["layout"]["title"]["text"]
         assert "model of V100-SXM2" in title and "model of H100-SXM" in title, title
-        assert "no recording of a GPU run" in title  # nothing recorded in data/ yet
+        # the heading says where the measured points come from: a recording in data/, or none yet
+        assert ("recorded on " in title) != ("no recording of a GPU run" in title), title
     title = figure_json(fc.FIGURES["batch"]())["layout"]["title"]["text"]
     assert "published by Baidu DeepBench" in title
+    if pk.data.has_recording("fc_batch"):  # the 4096 → 4096 layer is the one fc_batch sweeps
+        meta = pk.data.load("fc_batch").attrs["meta"]
+        assert f"recorded on {meta['device_name']} on {meta['recorded_at'][:10]}" in title
     assert "published by" not in figure_json(fc.FIGURES["gpt2-head"]())["layout"]["title"]["text"]
 
 

@@ -148,6 +148,7 @@ def _chapters(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 def test_without_published_data_every_rule_rests_on_the_model(monkeypatch, tmp_path):
     monkeypatch.setenv("PERFKIT_PUBLISHED", str(tmp_path))
+    monkeypatch.setenv("PERFKIT_DATA", str(tmp_path))  # and no recording either
     assert not has_published("xla_h100_gemm")
     table = pk.book.scorecard.book_table()
     assert set(table["evidence"]) == {"model"}, "no recording and no published data: only predictions"
@@ -162,9 +163,10 @@ def test_without_published_data_every_rule_rests_on_the_model(monkeypatch, tmp_p
     assert html.count('<tr class="evidence-model">') == len(table)
 
 
-def test_published_data_decides_at_least_twelve_rules():
+def test_published_data_decides_at_least_twelve_rules(monkeypatch, tmp_path):
     if not has_published("xla_h100_gemm"):
         pytest.skip(HOW_TO_GET)
+    monkeypatch.setenv("PERFKIT_DATA", str(tmp_path))  # nothing recorded: what the publications decide
     table = pk.book.scorecard.book_table()
     assert (table["evidence"] != "").all(), "every rule rests on a measurement, a publication or the model"
     published = table[table["evidence"] == "published"]
@@ -228,7 +230,8 @@ def test_alternatives_fall_back_to_the_model_rule_by_rule():
         assert len(table) == len(pk.book.verdict.verdict_table(module.findings({})))
 
 
-def test_show_completes_a_chapter_table_like_the_book():
+def test_show_completes_a_chapter_table_like_the_book(monkeypatch, tmp_path):
+    monkeypatch.setenv("PERFKIT_DATA", str(tmp_path))  # the book's table without recordings, like findings({})
     table = pk.book.verdict.verdict_table(pk.book.convolutions.verdict.findings({}))
     assert (table["verdict"] == "no data yet").all()
     shown = pk.book.scorecard.show(table)

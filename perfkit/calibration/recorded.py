@@ -10,6 +10,9 @@ is where they are attached. :func:`calibrated` returns the spec with, in order o
 3. the ceilings recorded in ``data/`` (``ceiling_matmul`` and ``ceiling_copy``, and
    ``gemm_alignment`` for unaligned dimensions).
 
+A calibration never times misaligned GEMMs, so a profile of a GPU (1 or 2) also gets the slowdown
+of unaligned dimensions from that GPU's ``gemm_alignment`` recording in ``data/``, when there is one.
+
 :func:`current_device` is the device in use, calibrated; its ``sources["ceilings"]`` says which
 profile it used. Nothing in perfkit's core imports this module.
 """
@@ -55,6 +58,23 @@ def recorded_ceilings_of(spec: DeviceSpec, root: str | os.PathLike | None = None
     slowdown = alignment_slowdown(_recording("gemm_alignment", spec, root))
     label = caption([source_of(f) for f in frames.values()])
     return Ceilings(best["flop_s"], best["bandwidth"], f"measured ({label})", slowdown)
+
+
+def _with_alignment(spec: DeviceSpec, root) -> DeviceSpec:
+    """``spec`` (calibrated from a profile) with the unaligned-GEMM slowdown recorded on its GPU in
+    ``data/`` (``gemm_alignment``) added where the profile has none: a calibration does not time
+    misaligned shapes, a recording does."""
+    ceilings = spec.measured_ceilings
+    if ceilings is None or ceilings.unaligned_slowdown or spec.kind != "gpu":
+        return spec
+    slowdown = alignment_slowdown(_recording("gemm_alignment", spec, root))
+    if not slowdown:
+        return spec
+    source = f"{ceilings.source}; unaligned GEMMs from gemm_alignment (recorded)"
+    ceilings = replace(ceilings, unaligned_slowdown=slowdown, source=source)
+    return replace(spec, measured_ceilings=ceilings,
+                   sources={**spec.sources, "ceilings": f"{spec.sources.get('ceilings', '')}; unaligned "
+                                                         "GEMMs: the gemm_alignment recording"})
 
 
 def _is_path(value) -> bool:
@@ -123,7 +143,7 @@ def calibrated(spec: str | os.PathLike | DeviceSpec, root: str | os.PathLike | N
         saved = None
     saved = saved or data_profile(spec, root)
     if saved is not None:
-        return saved[0].spec(str(saved[1]))
+        return _with_alignment(saved[0].spec(str(saved[1])), root)
     measured = recorded_ceilings_of(spec, root)
     if measured is None:
         return spec

@@ -2,7 +2,7 @@
 
 Its experiments (registered for the recorder), frame analysis and figures are importable from here
 (``from perfkit.book import gemm``); its modules: ``experiments``, ``figures``, ``problems``,
-``published``, ``verdict``, ``interactive``. ``interactive`` (Plotly) is imported when first asked
+``published``, ``recorded``, ``verdict``, ``interactive``. ``interactive`` (Plotly) is imported when first asked
 for.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 
-from . import experiments, figures, problems, published, verdict
+from . import experiments, figures, problems, published, recorded, verdict
 from .experiments import (GEMM_DTYPES, alignment_penalty, alignment_summary, gemm_alignment, gemm_sizes,
     gemm_small_n, gemm_tile_quantization, gemm_tile_sizes, gemm_transposes, gemm_waves, measure_gemm,
     size_throughput)
@@ -23,7 +23,8 @@ __all__ = ["GEMM_DTYPES", "alignment_penalty", "alignment_summary", "gemm_alignm
            "measure_gemm", "plot_alignment", "plot_fp8_published", "plot_gemm_sizes", "plot_h100_batched",
            "plot_h100_sizes", "plot_layout_spread", "plot_predicted_vs_measured", "plot_quantization_sweep",
            "plot_small_n", "plot_throughput_vs_work", "plot_tile_sizes", "plot_transposes",
-           "size_throughput", "experiments", "figures", "problems", "published", "verdict", "interactive"]
+           "size_throughput", "experiments", "figures", "problems", "published", "recorded", "verdict",
+           "interactive"]
 
 
 def __getattr__(name: str):

@@ -12,11 +12,11 @@ import importlib
 
 from . import calibration, experiments, figures, problems, published
 from .calibration import book_gpu_profile, ceilings_frame, error_frame, profile_source, profile_table
-from .experiments import timer_cases, timer_table, timer_validation
+from .experiments import timer_agreement, timer_cases, timer_table, timer_validation
 from .figures import plot_calibration, plot_samples, plot_small_kernels, plot_timers
 
 __all__ = ["book_gpu_profile", "ceilings_frame", "error_frame", "plot_calibration", "plot_samples",
-           "plot_small_kernels", "plot_timers", "profile_source", "profile_table", "timer_cases", "timer_table",
+           "plot_small_kernels", "plot_timers", "profile_source", "profile_table", "timer_agreement", "timer_cases", "timer_table",
            "timer_validation",
            "calibration", "experiments", "figures", "problems", "published", "interactive"]
 

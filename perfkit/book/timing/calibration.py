@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...calibration.profile import DeviceProfile
-from ...calibration.recorded import data_profile
+from ...calibration.profile import DeviceProfile, load_profile
+from ...calibration.recorded import PROFILE_FILE, data_profile
 from ...calibration.report import ceilings_table, error_by_kind
+from ...data import data_root
 from ...devices import device_spec
 from ...display import Note, Table, table
 from ...provenance import Source, missing
@@ -42,10 +43,13 @@ def ceilings_frame(profile: DeviceProfile) -> pd.DataFrame:
     return frame.rename(columns={"how": "how it was measured"})
 
 
-def error_frame(profile: DeviceProfile) -> pd.DataFrame:
+def error_frame(profile: DeviceProfile | tuple[DeviceProfile, Path] | None) -> pd.DataFrame | None:
     """The models' error on the validation set, before and after calibration: median and 90th
-    percentile of |predicted/measured − 1| for all ops, the GEMMs and the memory-bound ops."""
-    v = _profile(profile).validation
+    percentile of |predicted/measured − 1| for all ops, the GEMMs and the memory-bound ops.
+    ``profile`` may be :func:`book_gpu_profile`'s ``(profile, path)``; None gives None."""
+    if profile is None:
+        return None
+    v = _profile(profile[0] if isinstance(profile, tuple) else profile).validation
     parts = {"all ops": {"before": v["before"], "after": v["after"]}, **error_by_kind(v["rows"])}
     return pd.DataFrame([{"ops": label, "count": e["after"]["n"],
                           "median before": e["before"]["median_abs"], "median after": e["after"]["median_abs"],
@@ -53,11 +57,22 @@ def error_frame(profile: DeviceProfile) -> pd.DataFrame:
                          for label, e in parts.items()])
 
 
-def book_gpu_profile(name: str = "H100-SXM", root: str | os.PathLike | None = None
+def book_gpu_profile(name: str | None = None, root: str | os.PathLike | None = None
                      ) -> tuple[DeviceProfile, Path] | None:
     """The calibration profile of the GPU ``name`` committed with its recordings in ``data/`` (or
-    ``root``), and its path; ``None`` until a GPU run has recorded one."""
-    return data_profile(device_spec(name), root)
+    ``root``), and its path; ``name`` None: the first GPU profile there (by folder name). ``None``
+    until a GPU run has recorded one."""
+    if name is not None:
+        return data_profile(device_spec(name), root)
+    base = data_root(root)
+    for path in sorted(base.glob(f"*/{PROFILE_FILE}")) if base.is_dir() else ():
+        try:
+            profile = load_profile(path)
+        except (OSError, ValueError):
+            continue
+        if profile.device.get("kind") == "gpu":
+            return profile, path
+    return None
 
 
 def profile_table(found: DeviceProfile | tuple[DeviceProfile, Path] | None, *, live: bool = False,

@@ -114,3 +114,21 @@ def timer_table(frame: pd.DataFrame | None) -> pd.DataFrame | None:
         if column in frame and frame[column].notna().any():
             out[name] = [f"{v:+.1%}" if pd.notna(v) else "–" for v in frame[column]]
     return out
+
+
+#: Kernels at least this long (seconds, do_bench's time) are where careful timers must agree.
+AGREEMENT_FLOOR_S = 10e-6
+
+
+def timer_agreement(frame: pd.DataFrame | None) -> dict | None:
+    """How far perfkit.bench lies from do_bench in a GPU ``timer_validation`` frame: ``gap``, the
+    median of ``|perfkit / do_bench − 1|`` over the cases of at least :data:`AGREEMENT_FLOOR_S`
+    (``n`` of them), and ``copy_case`` and ``graph_ratio``, the copy's time replayed from a CUDA
+    graph over its time launched plainly. None without do_bench timings (no frame, or a CPU run)."""
+    if frame is None or "triton_do_bench_s" not in frame or not frame["triton_do_bench_s"].notna().any():
+        return None
+    long = frame[frame["triton_do_bench_s"] >= AGREEMENT_FLOOR_S]
+    copy = frame[frame["case"].str.startswith("copy")]
+    ratio = float(copy["perfkit_graph_time_s"].iloc[0] / copy["perfkit_time_s"].iloc[0]) if len(copy) else float("nan")
+    return {"gap": float(long["perfkit_vs_do_bench"].abs().median()), "n": len(long),
+            "copy_case": str(copy["case"].iloc[0]) if len(copy) else None, "graph_ratio": ratio}

@@ -16,6 +16,9 @@ The public API (``perfkit.__all__``), by concept; each concept is one module of 
   the spec (``spec.ceilings``): :class:`Ceilings`, :func:`achievable_ceilings`
 - the byte model of memory-limited layers: :func:`layer_bytes`, :func:`chain_bytes` (eager vs
   fused), :func:`memory_time`, :func:`predict_layer_time`
+- transformers (attention as batched GEMMs and a softmax, decoding): :func:`attention_flops`,
+  :func:`attention_gemms`, :func:`attention_bytes` (fused vs unfused), :func:`predict_attention_time`,
+  :func:`decode_step_bytes`, :func:`predict_decode_time` (seconds per step, the batch that turns it math-bound)
 - timing: :func:`bench`, :class:`Measurement`
 - layers: :func:`padded_linear`, :func:`padded_conv2d` (padded copies, same outputs)
 - the advisor (the book's rules applied to your model): :func:`advise`
@@ -54,6 +57,8 @@ from .quantization import alignment, is_aligned, pad_to_multiple, tile_quantizat
 from .roofline import arithmetic_intensity, gemm_bytes, gemm_flops, math_bound_batch, roofline_time
 from .shapes import conv_gemms, linear_gemms, rnn_gemms
 from .timing import Measurement, bench
+from .transformer import (attention_bytes, attention_flops, attention_gemms, decode_step_bytes,
+                          predict_attention_time, predict_decode_time)
 
 __all__ = [
     "DeviceSpec", "device_spec", "current_device", "calibrated", "calibrate", "KNOWN_DEVICES",
@@ -63,6 +68,8 @@ __all__ = [
     "linear_gemms", "conv_gemms", "rnn_gemms",
     "predict_gemm_time", "explain_gemm", "Ceilings", "achievable_ceilings",
     "layer_bytes", "chain_bytes", "memory_time", "predict_layer_time",
+    "attention_flops", "attention_gemms", "attention_bytes", "predict_attention_time",
+    "decode_step_bytes", "predict_decode_time",
     "bench", "Measurement",
     "padded_linear", "padded_conv2d",
     "advise",

@@ -96,16 +96,17 @@ def _cached_profile(name: str, *, warn: bool = True) -> tuple[DeviceProfile, Pat
         return None
 
 
-def data_profile(spec: DeviceSpec, root: str | os.PathLike | None = None) -> tuple[DeviceProfile, Path] | None:
-    """The profile committed with the recordings in ``data/`` (or ``root``) measured on ``spec``'s device,
-    and its path; ``None`` if there is none."""
+def data_profile(spec: DeviceSpec | None, root: str | os.PathLike | None = None
+                 ) -> tuple[DeviceProfile, Path] | None:
+    """The profile committed with the recordings in ``data/`` (or ``root``) measured on ``spec``'s device
+    (``None``: the first profile of a GPU there, by folder name), and its path; ``None`` if there is none."""
     base = data_root(root)
     for path in sorted(base.glob(f"*/{PROFILE_FILE}")) if base.is_dir() else ():
         try:
             profile = load_profile(path)
         except (OSError, ValueError):
             continue
-        if profile.matches(spec):
+        if profile.matches(spec) if spec is not None else profile.device.get("kind") == "gpu":
             return profile, path
     return None
 

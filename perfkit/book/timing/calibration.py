@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...calibration.profile import DeviceProfile, load_profile
-from ...calibration.recorded import PROFILE_FILE, data_profile
+from ...calibration.profile import DeviceProfile
+from ...calibration.recorded import data_profile
 from ...calibration.report import ceilings_table, error_by_kind
-from ...data import data_root
 from ...devices import device_spec
 from ...display import Note, Table, table
 from ...provenance import Source, missing
@@ -62,17 +61,7 @@ def book_gpu_profile(name: str | None = None, root: str | os.PathLike | None = N
     """The calibration profile of the GPU ``name`` committed with its recordings in ``data/`` (or
     ``root``), and its path; ``name`` None: the first GPU profile there (by folder name). ``None``
     until a GPU run has recorded one."""
-    if name is not None:
-        return data_profile(device_spec(name), root)
-    base = data_root(root)
-    for path in sorted(base.glob(f"*/{PROFILE_FILE}")) if base.is_dir() else ():
-        try:
-            profile = load_profile(path)
-        except (OSError, ValueError):
-            continue
-        if profile.device.get("kind") == "gpu":
-            return profile, path
-    return None
+    return data_profile(None if name is None else device_spec(name), root)
 
 
 def profile_table(found: DeviceProfile | tuple[DeviceProfile, Path] | None, *, live: bool = False,

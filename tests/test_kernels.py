@@ -102,7 +102,7 @@ def test_triton_mode():
 
 # ------------------------------------------------------------------------ interpreter under a strict NumPy
 # Triton 3.6.0's interpreter does int() of a 1-element array for every runtime int (the kernel's K in
-# range(0, K, BLOCK_K)); NumPy 2.5.2 refused it on the H200 (GPU run of 2026-11-26), as 2.4.6 does.
+# range(0, K, BLOCK_K)); NumPy 2.5.2 refused it on the H200, as 2.4.6 does.
 
 _OLD_SOURCE = 'scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data))'
 _NEW_SOURCE = 'scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))'

@@ -108,6 +108,15 @@ def source_of(frame: pd.DataFrame | None) -> Source | None:
     return from_meta(meta) if meta else None
 
 
+def recorded_on(frame: pd.DataFrame | None, device: str, date: str | None = None) -> bool:
+    """Whether ``frame`` is a complete recording made on a device whose label contains ``device``
+    (and on ``date``, ``YYYY-MM-DD``, when given): what a chapter's hidden checks ask before they
+    assert the numbers its prose quotes from that recording."""
+    shown = source_of(frame)
+    return (shown is not None and shown.kind == "recorded" and shown.complete and device in shown.device
+            and (date is None or shown.date == date))
+
+
 def modelled(spec: DeviceSpec) -> Source:
     """The source of numbers computed from ``spec``: its label and where its peaks come from."""
     if not isinstance(spec, DeviceSpec):
@@ -177,4 +186,4 @@ def published_counterparts(experiment: str, *, dtype: str = "float16", gpus: Ite
 live_source = live
 
 __all__ = ["KINDS", "THEN_GPUS", "Source", "caption", "from_meta", "live", "live_source", "missing", "modelled",
-           "published_counterparts", "source_of"]
+           "published_counterparts", "recorded_on", "source_of"]

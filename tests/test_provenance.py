@@ -12,7 +12,7 @@ import perfkit as pk
 from perfkit.book.registry import REGISTRY, register
 from perfkit.calibration import recorded_ceilings
 from perfkit.book.run import run_or_load
-from perfkit.provenance import Source, caption, from_meta, live, missing, modelled, source_of
+from perfkit.provenance import Source, caption, from_meta, live, missing, modelled, recorded_on, source_of
 
 H100 = "NVIDIA H100 80GB HBM3"
 RECORDED = {"device_name": H100, "recorded_at": "2026-11-20T10:00:00+00:00", "complete": True}
@@ -49,6 +49,18 @@ def test_source_of_a_frame():
     assert source_of(frame[frame["time_s"] > 0]) == from_meta(RECORDED)  # survives a filter
     with pytest.raises(TypeError, match="frame"):
         source_of([1, 2])
+
+
+def test_recorded_on_asks_for_a_complete_recording_of_that_device_and_day():
+    frame = pd.DataFrame({"time_s": [1.0]})
+    assert not recorded_on(frame, "H100") and not recorded_on(None, "H100")
+    frame.attrs["meta"] = RECORDED
+    assert recorded_on(frame, "H100") and recorded_on(frame, H100, "2026-11-20")
+    assert not recorded_on(frame, "H200") and not recorded_on(frame, "H100", "2026-11-21")
+    frame.attrs["meta"] = dict(RECORDED, complete=False)
+    assert not recorded_on(frame, "H100")  # an interrupted recording is not the one the prose quotes
+    frame.attrs["meta"] = {"live": True, "device_name": H100, "measured_at": "2026-11-20T10:00:00+00:00"}
+    assert not recorded_on(frame, "H100")
 
 
 def test_caption_says_each_label_once():

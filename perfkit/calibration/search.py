@@ -136,7 +136,8 @@ def time_window_s(spec: DeviceSpec, quick: bool = False) -> tuple[float, float]:
     amortize a kernel's fixed cost, short enough to time many. A GPU: (1e-4, 1e-2), ``quick``
     (1e-4, 3e-3); a CPU: (5e-3, 6e-2), ``quick`` (2e-3, 2e-2)."""
     spec, quick = _check_spec(spec, model=False), boolean("quick", quick)
-    return ((1e-4, 3e-3) if quick else (1e-4, 1e-2)) if spec.kind == "gpu" else (2e-3, 2e-2) if quick else (5e-3, 6e-2)
+    windows = {"gpu": ((1e-4, 1e-2), (1e-4, 3e-3)), "cpu": ((5e-3, 6e-2), (2e-3, 2e-2))}  # (default, quick)
+    return windows["gpu" if spec.kind == "gpu" else "cpu"][quick]
 
 
 def _check_window(window_s: Any) -> tuple[float, float]:

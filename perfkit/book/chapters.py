@@ -14,7 +14,7 @@ CHAPTERS: dict[str, str] = {
     "recurrent": "04_recurrent",
     "convolutions": "05_convolutions",
     "memory_limited": "06_memory_limited",
-    "check_your_model": "07_check_your_model",
+    "check_your_model": "08_check_your_model",
     "timing": "90_timing",
 }
 

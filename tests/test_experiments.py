@@ -36,7 +36,9 @@ TESTED_ELSEWHERE = {"fc_passes": "test_fc.py", "fc_batch": "test_fc.py", "fc_fea
                         "conv_passes", "conv_channels", "conv_first_layer", "conv_layout", "conv_params",
                         "conv_deepbench")}, "fusion_chains": "test_fusion.py",
                     "convnet_breakdown": "test_convnet.py", "advisor_layers": "test_advisor_experiments.py",
-                    "advisor_fixes": "test_advisor_experiments.py"}
+                    "advisor_fixes": "test_advisor_experiments.py",
+                    **dict.fromkeys(["attention_backends", "attention_head_dims", "decode_steps"],
+                                    "test_transformer_experiments.py")}
 quiet = pytest.mark.filterwarnings("ignore::perfkit.timing.NoiseWarning")
 
 
@@ -227,13 +229,15 @@ INVALID = {
     "dtype": ["float13", 16, None], "dtypes": [("float13",), (), ("float16", 3), "float13"],
     **dict.fromkeys(["M", "N", "K", "K_center", "span", "max_waves", "spin_cycles", "in_features",
                      "out_features", "vocab", "tokens", "center", "fixed", "size", "image", "hidden", "batch",
-                     "timesteps"], _SIZE),
-    **dict.fromkeys(["batches", "multiples", "channels", "elements"], _SIZES),
+                     "timesteps", "heads", "head_dim", "seq", "context"], _SIZE),
+    **dict.fromkeys(["batches", "multiples", "channels", "elements", "seqs", "head_dims"], _SIZES),
     "tile": [(0, 128), (128,), "big"], "tiles": [((0, 128),), (), ((128,),)],
-    "shapes": [[(0, 0, 0, 0)], [], 5, [(8, 8)]], "layers": [[("rnn", 0, 1, 1)], [("rnn", 8)], [], [("cnn", 8, 1, 1)]],
+    "shapes": [[(0, 0, 0, 0)], [], 5, [(8, 8)]],
+    "layers": [[("rnn", 0, 1, 1)], [("rnn", 8)], [], [("cnn", 8, 1, 1)], 0, 2.5],  # tuples (rnn_cudnn), int (decode)
     "cell": ["cnn", (), 3], "ops": [("swish",), "relu", ()], "layouts": [("NCWH",), ()], "kinds": [("min",), ()],
     "windows": [("9×9",), ()], "modes": [("jit",), ()], "chains": [("attention",), ()],
     "networks": [("resnet50",), ()], "models": [("bert",), ()], "sweeps": [("depth",), ()],
+    "backends": [("flashy",), (), "math"], "causal": ["yes", 1, (), None], "kv_heads": [*_SIZES, (3,)],
 }
 
 

@@ -14,6 +14,7 @@ CHAPTERS: dict[str, str] = {
     "recurrent": "04_recurrent",
     "convolutions": "05_convolutions",
     "memory_limited": "06_memory_limited",
+    "transformers": "07_transformers",
     "check_your_model": "08_check_your_model",
     "timing": "90_timing",
 }

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import io
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -156,6 +156,18 @@ def named_frames(frames: Mapping[str, pd.DataFrame | None] | None, sources: Mapp
             parts[name] = f
     labels = {name: frame_source(f, sources.get(name), param=f"sources[{name!r}]") for name, f in parts.items()}
     return parts, labels
+
+
+def shared_legend(fig: Figure, axes: Iterable[Axes], *, ncol: int | None = None, frameon: bool = False) -> None:
+    """One legend below every panel of ``fig`` (the panels share their series), each label once, so
+    that no legend covers data; ``ncol`` columns (default: up to 4)."""
+    entries: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    if entries:
+        fig.legend(list(entries.values()), list(entries), loc="outside lower center",
+                   ncol=min(len(entries), 4) if ncol is None else ncol, fontsize=7, frameon=frameon)
 
 
 def legend_name(source: Source | str, default: str) -> str:

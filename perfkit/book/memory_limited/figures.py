@@ -30,7 +30,8 @@ from ...devices import device_spec
 from ...display import Note
 from ...memory_model import memory_time
 from ...provenance import Source, caption
-from ..figures import book_figure, frame_source, heading, new_figure, no_data, published_label, time_axis
+from ..figures import (book_figure, frame_source, heading, new_figure, no_data, published_label, shared_legend,
+                       time_axis)
 
 __all__ = ["plot_activation_sizes", "plot_bandwidth_vs_occupancy", "plot_batchnorm_sizes", "plot_pool_sizes",
            "plot_published_time_vs_bytes"]
@@ -114,21 +115,9 @@ def _time_vs_bytes(frame: pd.DataFrame, keys: list[str], colours: dict, title: s
     _gbps_axis(ax_g, ceiling)
     for ax in (ax_t, ax_g):
         _bytes_axis(ax, "bytes moved per pass (pk.layer_bytes)")
-    _shared_legend(fig, (ax_t, ax_g), ncol=3)
+    shared_legend(fig, (ax_t, ax_g), ncol=3)
     heading(fig, title + ("" if measured else " (model only)"), caption_text)
     return fig
-
-
-def _shared_legend(fig: Figure, axes: Iterable[Axes], *, ncol: int) -> None:
-    """One legend below every panel (the panels share their series), each label once, so that no
-    legend covers data."""
-    entries: dict[str, object] = {}
-    for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            entries.setdefault(label, handle)
-    if entries:
-        fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncol=ncol, fontsize=7,
-                   frameon=False)
 
 
 @book_figure
@@ -201,7 +190,7 @@ def plot_batchnorm_sizes(frame: pd.DataFrame | None, source: Source | str | None
             ax.xaxis.set_major_formatter(EngFormatter())
             ax.set_xlabel(f"input elements (N·{int(part['C'].iloc[0])}·H·W)")
             ax.grid(True, which="both", alpha=0.25)
-    _shared_legend(fig, axes.ravel(), ncol=3)
+    shared_legend(fig, axes.ravel(), ncol=3)
     heading(fig, f"Batch norm in training mode, {frame['dtype'].iloc[0]}: NCHW against NHWC, persistent against "
                  "two-pass bytes", _sources(label, ceiling, ceiling_source))
     return fig
@@ -251,7 +240,7 @@ def plot_published_time_vs_bytes(frame: pd.DataFrame | None, source: Source | st
         ax_g.set_ylim(0, 1.1 * spec.mem_bandwidth / 1e9)
         for ax in (ax_t, ax_g):
             _bytes_axis(ax, "bytes moved (byte model)")
-    _shared_legend(fig, axes.ravel(), ncol=3)
+    shared_legend(fig, axes.ravel(), ncol=3)
     title = "Memory-bound kernels: duration against bytes, fused and eager"
     heading(fig, title + (" (model only)" if model_only else ""), label)
     return fig
@@ -286,7 +275,7 @@ def plot_bandwidth_vs_occupancy(frame: pd.DataFrame | None, source: Source | str
         ax.set_xlim(0, 100)
         ax.grid(True, alpha=0.25)
     ax_g.set_ylim(bottom=0)
-    _shared_legend(fig, [ax_g], ncol=2)
+    shared_legend(fig, [ax_g], ncol=2)
     kernel = frame.attrs.get("kernel", "")
     what = f"{kernel} kernel (float64), 1 GiB arrays" if kernel else "the byte model"
     heading(fig, f"Bandwidth against occupancy, four generations: {what}" + (" (model only)" if model_only else ""),

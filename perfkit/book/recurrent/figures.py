@@ -21,7 +21,8 @@ from ...display import Note, show
 from ...provenance import Source, caption, modelled
 from ...published_data.notes import published_absent
 from ...shapes import RNN_GATES
-from ..figures import book_figure, frame_source, heading, named_frames, new_figure, no_data, time_axis
+from ..figures import (book_figure, frame_source, heading, named_frames, new_figure, no_data, shared_legend,
+                       time_axis)
 
 __all__ = ["plot_combine_time", "plot_layer_minibatch", "plot_persistent", "plot_rnn_batch", "plot_rnn_hidden",
            "plot_rnn_layers", "plot_rnn_then_now"]
@@ -138,19 +139,9 @@ def plot_rnn_batch(frame: pd.DataFrame | None, source: Source | str | None = Non
             _log2(ax, "minibatch (N of the GEMM)")
             for b in (8, 128):
                 ax.axvline(b, color="gray", lw=0.5, ls=":")
-    _shared_legend(fig, axes)
+    shared_legend(fig, axes.flat, frameon=True)
     heading(fig, f"Minibatch: the recurrent GEMM (gates·H, batch, H), {frame['dtype'].iloc[0]}", caption(labels))
     return fig
-
-
-def _shared_legend(fig: Figure, axes: np.ndarray) -> None:
-    """One legend for all panels, below them (each label once), so that no legend covers data."""
-    seen: dict[str, object] = {}
-    for ax in axes.flat:
-        for handle, text in zip(*ax.get_legend_handles_labels()):
-            seen.setdefault(text, handle)
-    if seen:
-        fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncol=min(len(seen), 4), fontsize=7)
 
 
 def _plain_log_labels(ax: Axes) -> None:

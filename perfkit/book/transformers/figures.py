@@ -19,7 +19,7 @@ from matplotlib.ticker import EngFormatter, FuncFormatter, NullFormatter
 
 from ...display import Note
 from ...provenance import Source
-from ..figures import book_figure, frame_source, heading, new_figure, no_data, time_axis
+from ..figures import book_figure, frame_source, heading, new_figure, no_data, shared_legend, time_axis
 
 __all__ = ["plot_attention", "plot_attention_memory", "plot_decode", "plot_head_dims"]
 
@@ -29,17 +29,6 @@ _NAMES = {"math": "math (unfused)", "flash": "flash", "efficient": "memory-effic
 
 def _measured(frame: pd.DataFrame) -> bool:
     return bool(frame["time_s"].notna().any())
-
-
-def _legend(fig: Figure, axes, *, ncol: int) -> None:
-    """One legend below the panels, each label once."""
-    entries: dict[str, object] = {}
-    for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            entries.setdefault(label, handle)
-    if entries:
-        fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncol=ncol, fontsize=7,
-                   frameon=False)
 
 
 def _log2_axis(ax: Axes, label: str, values: pd.Series) -> None:
@@ -94,7 +83,7 @@ def plot_attention(frame: pd.DataFrame | None, source: Source | str | None = Non
     ax_r.set_ylabel(f"{unit} (the mask's FLOPs)")
     for ax in (ax_t, ax_r):
         _log2_axis(ax, "sequence length (queries = keys)", frame["seq"])
-    _legend(fig, (ax_t, ax_r), ncol=3)
+    shared_legend(fig, (ax_t, ax_r), ncol=3)
     d = int(frame["head_dim"].iloc[0])
     heading(fig, f"Attention forward against sequence length: {_shape(frame)}, head dim {d}"
             + ("" if measured else " (model only)"), label)
@@ -196,7 +185,7 @@ def plot_decode(frame: pd.DataFrame | None, source: Source | str | None = None, 
     ax_t.yaxis.set_minor_formatter(NullFormatter())
     for ax in (ax_t, ax_g):
         _log2_axis(ax, "batch (sequences decoded together)", frame["batch"])
-    _legend(fig, (ax_t, ax_g), ncol=3)
+    shared_legend(fig, (ax_t, ax_g), ncol=3)
     first = frame.iloc[0]
     heading(fig, f"One decoding step: {int(first['layers'])} layers of width {int(first['hidden'])}, context "
             f"{int(first['context']):,}, {first['dtype']}" + ("" if measured else " (model only)"), label)

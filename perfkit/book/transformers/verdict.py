@@ -65,9 +65,11 @@ def effects(frames: Mapping[str, pd.DataFrame | None]) -> dict[str, float | None
 def model_effects(spec: DeviceSpec) -> dict[str, float | None]:
     """The same effects from the model's frames for ``spec`` (the GPU experiments' shapes)."""
     attention = as_measured(predicted_attention(spec, seqs=(8192,)))
+    dims = as_measured(predicted_attention(spec, seqs=(4096,), head_dims=(ODD_DIM, GOOD_DIM), causal=(False,)))
     decode = as_measured(predicted_decode(spec, batches=(1, BATCH, 256)))
     return {"fusion": fusion_speedup(attention), "causal": causal_speedup(attention),
-            "head_dim": 1.0, "decode_memory": decode_fraction(decode, spec.mem_bandwidth),
+            "head_dim": head_dim_gain(dims, good=GOOD_DIM, odd=ODD_DIM),
+            "decode_memory": decode_fraction(decode, spec.mem_bandwidth),
             "batching": batching_gain(decode, batch=BATCH), "gqa": gqa_speedup(decode)}
 
 
@@ -81,7 +83,8 @@ def alternatives(published: Mapping[str, pd.DataFrame | None] | None,
     return {
         "fusion": from_model(m["fusion"], spec, "seq 8192, 32 heads, d 128, bf16: three kernels ÷ one"),
         "causal": from_model(m["causal"], spec, "fused, seq 8192: the causal mask's FLOPs"),
-        "head_dim": from_model(m["head_dim"], spec, "the model has no alignment term for a fused kernel"),
+        "head_dim": from_model(m["head_dim"], spec, "seq 4096: FLOPs and bytes both ∝ d; the model has no "
+                               "alignment term for a fused kernel"),
         "decode_memory": from_model(m["decode_memory"], spec, "batch 1: the roofline at the achievable bandwidth "
                                     "(90 % of the datasheet's)"),
         "batching": from_model(m["batching"], spec, f"4 LLaMA-2-7B layers, context 2048: batch {BATCH} ÷ 1"),

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import EngFormatter, FuncFormatter, NullFormatter
+from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullFormatter
 
 from ...display import Note
 from ...provenance import Source
@@ -181,6 +181,7 @@ def plot_decode(frame: pd.DataFrame | None, source: Source | str | None = None, 
     ax_t.set_ylabel("tokens/s" + ("" if measured else " (model)"))
     ax_g.set_ylabel("GB/s (step bytes ÷ time)")
     ax_g.set_ylim(bottom=0)
+    ax_t.yaxis.set_major_locator(LogLocator(base=10, subs=(1, 2, 5)))
     ax_t.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}"))
     ax_t.yaxis.set_minor_formatter(NullFormatter())
     for ax in (ax_t, ax_g):

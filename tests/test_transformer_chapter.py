@@ -88,6 +88,17 @@ def test_block_costs_split_a_layer_into_its_ops():
     assert gqa == 2 * 4096 * 4096 * (32 + 16) * 128
 
 
+def test_attention_kernels_are_the_unfused_prediction_term_by_term():
+    for seq in (256, 8192):
+        t = analysis.attention_kernels(H100, seq)
+        unfused = pk.predict_attention_time(1, 32, seq, seq, 128, spec=H100, dtype="bfloat16", fused=False)
+        assert t["QKᵀ"] + t["softmax"] + t["PV"] == pytest.approx(unfused.time_s)
+        assert t["fused"] == pk.predict_attention_time(1, 32, seq, seq, 128, spec=H100, dtype="bfloat16").time_s
+        assert t["softmax"] == pk.memory_time(pk.layer_bytes("softmax", (32, seq, seq), "bfloat16"), H100)
+    with pytest.raises(ValueError, match="seq"):
+        analysis.attention_kernels(H100, 0)
+
+
 @pytest.mark.parametrize("call, param", [
     (lambda: analysis.block_costs(H100, seq=0), "seq"),
     (lambda: analysis.block_costs(H100, model="llama"), "model"),

@@ -19,7 +19,7 @@ import pandas as pd
 from ..._validate import boolean, one_of, positive_int, sequence_of
 from ...devices import DeviceSpec, resolve_spec
 from ...dtypes import canonical_dtype, itemsize
-from ...gemm_model import explain_gemm
+from ...gemm_model import explain_gemm, predict_gemm_time
 from ...memory_model import layer_bytes, memory_time
 from ...shapes import linear_gemms
 from ...transformer import attention_bytes, attention_flops, decode_step_bytes, predict_attention_time
@@ -27,7 +27,7 @@ from ...transformer import predict_decode_time
 from .decoding import DECODE_COLUMNS, GPU_MODEL, DecodeModel
 from .experiments import ATTENTION_BACKENDS, ATTENTION_COLUMNS
 
-__all__ = ["FUSED", "SEQS", "BATCHES", "batching_gain", "best_fused", "block_costs", "causal_speedup", "decode_fraction",
+__all__ = ["FUSED", "SEQS", "BATCHES", "attention_kernels", "batching_gain", "best_fused", "block_costs", "causal_speedup", "decode_fraction",
            "fusion_speedup", "gqa_speedup", "head_dim_gain", "predicted_attention", "predicted_decode"]
 
 #: The fused SDPA backends (every one but the math path).
@@ -90,6 +90,21 @@ def predicted_decode(spec: str | DeviceSpec, *, model: DecodeModel = GPU_MODEL, 
                                                     head_dim=model.head_dim, dtype=d),
                          "flops": p.flops, "predicted_s": p.time_s})
     return pd.DataFrame(rows).reindex(columns=list(DECODE_COLUMNS))
+
+
+def attention_kernels(spec: str | DeviceSpec, seq: int, *, batch: int = 1, heads: int = 32, head_dim: int = 128,
+                      dtype: Any = "bfloat16") -> dict[str, float]:
+    """Predicted seconds of attention's forward pass on ``spec``, s_q = s_k = ``seq``: unfused, kernel
+    by kernel (``"QKᵀ"`` and ``"PV"`` by :func:`perfkit.predict_gemm_time` with ``batch=b·h``, ``"softmax"``
+    by :func:`perfkit.memory_time` of its :func:`perfkit.layer_bytes`: the three terms
+    :func:`perfkit.predict_attention_time` sums when unfused), and ``"fused"``, one kernel."""
+    spec = resolve_spec(spec, none_ok=False)
+    s, b, h = positive_int("seq", seq), positive_int("batch", batch), positive_int("heads", heads)
+    d, dt = positive_int("head_dim", head_dim), canonical_dtype(dtype)
+    return {"QKᵀ": predict_gemm_time(s, s, d, dt, spec, batch=b * h),
+            "softmax": memory_time(layer_bytes("softmax", (b * h, s, s), dt), spec),
+            "PV": predict_gemm_time(s, d, s, dt, spec, batch=b * h),
+            "fused": predict_attention_time(b, h, s, s, d, spec=spec, dtype=dt, fused=True).time_s}
 
 
 def _rows(frame: pd.DataFrame | None) -> pd.DataFrame | None:

@@ -21,12 +21,11 @@ import plotly.graph_objects as go
 from ..._validate import dtype_name, positive_int, sequence_of
 from ...devices import DeviceSpec, resolve_spec
 from ...dtypes import itemsize
-from ...gemm_model import predict_gemm_time
-from ...memory_model import layer_bytes, memory_time
 from ...provenance import caption, modelled
-from ...transformer import attention_bytes, decode_step_bytes, predict_attention_time, predict_decode_time
+from ...transformer import attention_bytes, decode_step_bytes, predict_decode_time
 from ...units import format_time
 from ..interactive import InteractiveFigure, State, heading, rounded, with_slider
+from .analysis import attention_kernels
 from .problems import LLAMA2_7B
 
 __all__ = ["BATCHES", "CONTEXTS", "FIGURES", "SEQS", "attention_split", "decode_roofline", "largest_batch"]
@@ -186,14 +185,6 @@ def _size(nbytes: float) -> str:
     return f"{nbytes / 1e9:.3g} GB" if nbytes >= 1e9 else f"{nbytes / 1e6:.3g} MB"
 
 
-def _split(spec: DeviceSpec, dtype: str, b: int, h: int, s: int, d: int) -> dict[str, float]:
-    """Unfused attention's three kernels and the fused kernel, predicted seconds."""
-    return {"QKᵀ": predict_gemm_time(s, s, d, dtype, spec, batch=b * h),
-            "softmax": memory_time(layer_bytes("softmax", (b * h, s, s), dtype), spec),
-            "PV": predict_gemm_time(s, d, s, dtype, spec, batch=b * h),
-            "fused": predict_attention_time(b, h, s, s, d, spec=spec, dtype=dtype, fused=True).time_s}
-
-
 def attention_split(spec: str | DeviceSpec = "H100-SXM", *, dtype: Any = "bfloat16", batch: int = 1,
                     heads: int = 32, head_dim: int = 128, seqs: Sequence[int] = SEQS,
                     active: int | None = None) -> InteractiveFigure:
@@ -215,7 +206,7 @@ def attention_split(spec: str | DeviceSpec = "H100-SXM", *, dtype: Any = "bfloat
                              textfont={"size": 12}, hoverinfo="skip"))
     states = []
     for s in lengths:
-        t = _split(spec, dtype, b, h, s, d)
+        t = attention_kernels(spec, s, batch=b, heads=h, head_dim=d, dtype=dtype)
         unfused = t["QKᵀ"] + t["softmax"] + t["PV"]
         bars = [{"x": rounded([t[n], 0] if n != "fused" else [0, t[n]]),
                  "text": [format_time(t[n]), ""] if n != "fused" else ["", format_time(t[n])]}

@@ -172,6 +172,7 @@ class AttentionPrediction:
     memory_bound_from_seq: int | None  # unfused, s_q = s_k = s: memory-bound from this s on (None: never)
     dtype: str = ""
     device: str = ""  # spec.label
+    kernels_s: tuple[tuple[str, float], ...] = ()  # (kernel, seconds): "QKᵀ", "softmax", "PV"; fused: "attention"
 
 
 def _memory_bound_from_seq(b: int, h: int, d: int, size: int, flop_s: float, bw: float, fixed_s: float) -> int | None:
@@ -206,6 +207,7 @@ def predict_attention_time(batch: int, heads: int, seq_q: int, seq_k: int, head_
       plus the ceilings' extra cost for ``dtype``), with ``flops`` from :func:`attention_flops`
       (``causal=True`` about halves them) and ``bytes`` from :func:`attention_bytes`.
 
+    ``kernels_s`` gives each kernel's seconds, in launch order (their sum is ``time_s``).
     ``bound`` compares the math time, the bytes time and the fixed kernel costs.
     ``memory_bound_from_seq`` is the smallest sequence length s (s_q = s_k = s, the other sizes the
     same, searched up to :data:`SEARCH_LIMIT`) from which *unfused* attention is memory-bound on
@@ -227,19 +229,20 @@ def predict_attention_time(batch: int, heads: int, seq_q: int, seq_k: int, head_
     if fused:
         flops = 4 * b * h * d * pairs
         overhead_s = gemm_fixed_s
-        time_s = max(flops / flop_s, nbytes / bw) + overhead_s
+        kernels = (("attention", max(flops / flop_s, nbytes / bw) + overhead_s),)
     else:
         flops = 4 * b * h * d * sq * sk
         overhead_s = unfused_fixed_s
-        time_s = (predict_gemm_time(sq, sk, d, dtype, spec, batch=b * h)
-                  + memory_time(layer_bytes("softmax", (b * h, sq, sk), dtype), spec)
-                  + predict_gemm_time(sq, d, sk, dtype, spec, batch=b * h))
+        kernels = (("QKᵀ", predict_gemm_time(sq, sk, d, dtype, spec, batch=b * h)),
+                   ("softmax", memory_time(layer_bytes("softmax", (b * h, sq, sk), dtype), spec)),
+                   ("PV", predict_gemm_time(sq, d, sk, dtype, spec, batch=b * h)))
+    time_s = sum(t for _, t in kernels)
     math_s, memory_s = flops / flop_s, nbytes / bw
     return AttentionPrediction(
         time_s=time_s, flops=flops, bytes=nbytes, bound=_bound(math_s, memory_s, overhead_s), fused=fused,
         math_s=math_s, memory_s=memory_s, overhead_s=overhead_s,
         memory_bound_from_seq=_memory_bound_from_seq(b, h, d, size, flop_s, bw, unfused_fixed_s),
-        dtype=dtype, device=spec.label)
+        dtype=dtype, device=spec.label, kernels_s=kernels)
 
 
 def _decode_sizes(params, batch, context, layers, kv_heads, head_dim) -> tuple[int, ...]:

@@ -13,7 +13,7 @@ import perfkit as pk
 from perfkit.book import problems as exercises
 from perfkit.book.chapters import CHAPTERS
 from perfkit.book.interactive import MAX_HTML_BYTES, html_bytes
-from perfkit.book.transformers import interactive
+from perfkit.book.transformers import decoding, interactive
 from perfkit.book.transformers import problems
 
 H100, V100 = pk.device_spec("H100-SXM"), pk.device_spec("V100-SXM2")
@@ -90,7 +90,7 @@ def test_each_decode_state_is_the_model_at_its_context(decode):
             per_sequence = 2 * LAYERS * context * kv * D * size
             fit = (spec.memory_bytes - P * size) // per_sequence
             assert P * size + fit * per_sequence <= spec.memory_bytes < P * size + (fit + 1) * per_sequence
-            assert interactive.largest_batch(problems.LLAMA2_7B, context, kv, dtype, spec) == fit
+            assert interactive.largest_batch(decoding.LLAMA2_7B, context, kv, dtype, spec) == fit
             assert max(xs) == min(fit, interactive.BATCHES[-1])
             # the marker: the first math-bound batch, drawn when the line reaches it
             first = _predict(spec, dtype, kv, 1, context).math_bound_batch
@@ -148,7 +148,7 @@ def test_figures_refuse_bad_input():
     with pytest.raises(ValueError, match="model lacks"):
         interactive.decode_roofline(model={"params": P})
     with pytest.raises(TypeError, match="model\\['layers'\\]"):
-        interactive.decode_roofline(model={**problems.LLAMA2_7B, "layers": 32.0})
+        interactive.decode_roofline(model={**decoding.LLAMA2_7B, "layers": 32.0})
     with pytest.raises(LookupError, match="specs"):
         interactive.decode_roofline(specs=("H100-SXM", "no such GPU"))
     with pytest.raises(TypeError, match="specs"):
@@ -181,7 +181,7 @@ def test_figures_refuse_bad_input():
     with pytest.raises(TypeError, match="spec"):
         interactive.attention_split(spec=3)
     with pytest.raises(ValueError, match="context"):
-        interactive.largest_batch(problems.LLAMA2_7B, 0, 32, "bfloat16", H100)
+        interactive.largest_batch(decoding.LLAMA2_7B, 0, 32, "bfloat16", H100)
 
 
 # ------------------------------------------------------------------------------ the problems

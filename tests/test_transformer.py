@@ -142,6 +142,12 @@ def test_unfused_time_is_three_kernels_and_ignores_the_mask():
                 + memory_time(layer_bytes("softmax", (b * h, s, s), "float16"), H100)
                 + predict_gemm_time(s, d, s, "float16", H100, batch=b * h))
     assert p.time_s == pytest.approx(expected, rel=1e-12)
+    kernels = dict(p.kernels_s)
+    assert list(kernels) == ["QKᵀ", "softmax", "PV"]
+    assert kernels["softmax"] == memory_time(layer_bytes("softmax", (b * h, s, s), "float16"), H100)
+    assert kernels["PV"] == predict_gemm_time(s, d, s, "float16", H100, batch=b * h)
+    fused = predict_attention_time(b, h, s, s, d, spec=H100, dtype="float16")
+    assert fused.kernels_s == (("attention", fused.time_s),)
     assert p.overhead_s == pytest.approx(3 * KERNEL_LATENCY_S) and not p.fused
     assert p.bytes == attention_bytes(b, h, s, s, d, "float16", fused=False)
     causal = predict_attention_time(b, h, s, s, d, spec=H100, dtype="float16", fused=False, causal=True)

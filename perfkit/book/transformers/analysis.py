@@ -18,9 +18,10 @@ import pandas as pd
 
 from ..._validate import boolean, one_of, positive_int, sequence_of
 from ...devices import DeviceSpec, resolve_spec
-from ...dtypes import canonical_dtype, itemsize
-from ...gemm_model import explain_gemm, predict_gemm_time
+from ...dtypes import canonical_dtype
+from ...gemm_model import explain_gemm
 from ...memory_model import layer_bytes, memory_time
+from ...roofline import gemm_bytes, gemm_flops
 from ...shapes import linear_gemms
 from ...transformer import attention_bytes, attention_flops, decode_step_bytes, predict_attention_time
 from ...transformer import predict_decode_time
@@ -94,17 +95,13 @@ def predicted_decode(spec: str | DeviceSpec, *, model: DecodeModel = GPU_MODEL, 
 
 def attention_kernels(spec: str | DeviceSpec, seq: int, *, batch: int = 1, heads: int = 32, head_dim: int = 128,
                       dtype: Any = "bfloat16") -> dict[str, float]:
-    """Predicted seconds of attention's forward pass on ``spec``, s_q = s_k = ``seq``: unfused, kernel
-    by kernel (``"QKᵀ"`` and ``"PV"`` by :func:`perfkit.predict_gemm_time` with ``batch=b·h``, ``"softmax"``
-    by :func:`perfkit.memory_time` of its :func:`perfkit.layer_bytes`: the three terms
-    :func:`perfkit.predict_attention_time` sums when unfused), and ``"fused"``, one kernel."""
-    spec = resolve_spec(spec, none_ok=False)
-    s, b, h = positive_int("seq", seq), positive_int("batch", batch), positive_int("heads", heads)
-    d, dt = positive_int("head_dim", head_dim), canonical_dtype(dtype)
-    return {"QKᵀ": predict_gemm_time(s, s, d, dt, spec, batch=b * h),
-            "softmax": memory_time(layer_bytes("softmax", (b * h, s, s), dt), spec),
-            "PV": predict_gemm_time(s, d, s, dt, spec, batch=b * h),
-            "fused": predict_attention_time(b, h, s, s, d, spec=spec, dtype=dt, fused=True).time_s}
+    """Predicted seconds of attention's forward pass on ``spec``, s_q = s_k = ``seq``: unfused, kernel by
+    kernel (``"QKᵀ"``, ``"softmax"``, ``"PV"``: :func:`perfkit.predict_attention_time`'s ``kernels_s``),
+    and ``"fused"``, one kernel."""
+    def predict(fused: bool):
+        return predict_attention_time(batch, heads, seq, seq, head_dim, spec=spec, dtype=dtype, fused=fused)
+
+    return {**dict(predict(False).kernels_s), "fused": predict(True).time_s}
 
 
 def _rows(frame: pd.DataFrame | None) -> pd.DataFrame | None:
@@ -232,8 +229,8 @@ def block_costs(spec: str | DeviceSpec, *, model: DecodeModel = GPU_MODEL, batch
     def gemm(op: str, n_in: int, n_out: int) -> None:
         M, N, K = linear_gemms(tokens, n_in, n_out)["forward"]
         e = explain_gemm(M, N, K, d, spec)
-        rows.append({"op": op, "kind": "GEMM", "shape": f"{M:,}×{N:,}×{K:,}", "flops": 2 * M * N * K,
-                     "bytes": (M * K + K * N + M * N) * itemsize(d),
+        rows.append({"op": op, "kind": "GEMM", "shape": f"{M:,}×{N:,}×{K:,}", "flops": gemm_flops(M, N, K),
+                     "bytes": gemm_bytes(M, N, K, d),
                      "predicted_s": e.predicted_s, "bound": e.bound})
 
     def memory(op: str, kind: str, elements: int) -> None:

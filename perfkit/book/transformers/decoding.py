@@ -22,7 +22,7 @@ from ..measure import sweep, timing_row
 from ..registry import register
 from .experiments import TIMING_COLUMNS, gpu_spec, pick, predicted_time, setup
 
-__all__ = ["CPU_MODEL", "DECODE_COLUMNS", "GPU_MODEL", "DecodeModel", "decode_model", "decode_steps"]
+__all__ = ["CPU_MODEL", "DECODE_COLUMNS", "GPU_MODEL", "LLAMA2_7B", "DecodeModel", "decode_model", "decode_steps"]
 
 DECODE_COLUMNS: dict[str, str] = dict(
     batch="sequences decoded together, one new token each", context="cached tokens per sequence",
@@ -59,6 +59,9 @@ class DecodeModel:
 GPU_MODEL = DecodeModel(hidden=4096, heads=32, head_dim=128, ffn=11008, layers=4, kv_heads=(32, 8), context=2048)
 #: A small stack of the same shape that a CPU runs in seconds.
 CPU_MODEL = DecodeModel(hidden=256, heads=4, head_dim=64, ffn=688, layers=2, kv_heads=(4, 1), context=256)
+#: LLaMA-2-7B whole, as the model's decoding functions take it: parameters (6.74e9, as its paper rounds
+#: them), layers, query heads (= K/V heads: no GQA) and head dimension.
+LLAMA2_7B: dict[str, int] = {"params": 6_740_000_000, "layers": 32, "heads": 32, "head_dim": 128}
 _GPU_BATCHES, _QUICK_BATCHES, _CPU_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256), (1, 8, 64), (1, 4, 16, 64)
 
 

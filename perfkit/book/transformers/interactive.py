@@ -26,7 +26,7 @@ from ...transformer import attention_bytes, decode_step_bytes, predict_decode_ti
 from ...units import format_time
 from ..interactive import InteractiveFigure, State, heading, rounded, with_slider
 from .analysis import attention_kernels
-from .problems import LLAMA2_7B
+from .decoding import LLAMA2_7B
 
 __all__ = ["BATCHES", "CONTEXTS", "FIGURES", "SEQS", "attention_split", "decode_roofline", "largest_batch"]
 

@@ -14,16 +14,15 @@ from ...dtypes import itemsize
 from ...memory_model import layer_bytes
 from ...transformer import attention_bytes, attention_flops, decode_step_bytes, predict_decode_time
 from ..exercise import Exercise
+from .decoding import LLAMA2_7B
 
-__all__ = ["CHAPTER", "EXERCISES", "LLAMA2_7B"]
+__all__ = ["CHAPTER", "EXERCISES"]
 
 CHAPTER = "07_transformers"
 
 _H100, _H200 = "H100-SXM", "H200"
 _P1_CONTEXT = 4096  # problem 1: an H200, batch 1 (section 5 of the chapter shows an H100 at 2048)
 _DTYPE = "bfloat16"
-#: LLaMA-2-7B's shape: parameters, layers, query heads (= K/V heads: no GQA) and head dimension.
-LLAMA2_7B: dict[str, int] = {"params": 6_740_000_000, "layers": 32, "heads": 32, "head_dim": 128}
 _GQA_KV_HEADS = 8
 _ATTENTION_SEQ = 8192  # problem 3's sequence length
 _SHORT_CONTEXT = 64  # problem 4's context

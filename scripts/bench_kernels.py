@@ -6,22 +6,24 @@ On a GPU it prints, for a few shapes:
 - perfkit's Triton ``tiled_matmul`` (forced tiles) against cuBLAS (``torch.matmul``): the forced-tile
   kernel exists to show quantization, not to win, but it should stay within a small factor of cuBLAS
   on large aligned shapes, or the tile experiments would measure a broken kernel;
-- ``perfkit.bench`` against ``triton.testing.do_bench`` on the same function: the two must agree
-  within a few percent on kernels far longer than a launch;
+- ``perfkit.bench`` against ``triton.testing.do_bench`` on the same bf16 GEMMs (1024³ to 8192³, the
+  two timers alternated): the median ratio over the GEMMs must be within 3 % (each GEMM's ratio is
+  printed; a single one outside 3 % is reported, not failed);
 - perfkit's persistent RNN kernel against a GEMM-per-step loop (``torch.addmm`` + ``tanh``) at
   minibatch 4: the kernel exists to show that keeping the weights on chip pays at small batches,
   so it must be faster (ratio < 1), or the chapter's experiment would time a broken kernel.
 - ``perfkit.bench(cuda_graph=True)`` against ``triton.testing.do_bench_cudagraph`` on a ~5 µs
   elementwise add: within 0.5 µs (issue 29's target for microsecond kernels under CUDA graphs);
-- for information (no bound): ``torch._int_mm`` with the second operand row-major (as perfkit's
-  int8 GEMMs store it) against column-major. The H200 recording of 2026-11-26 measured int8 at
-  133 TOP/s, 6.7 % of the datasheet, with row-major B.
+- for information (no bound): ``torch._int_mm`` with the second operand row-major against
+  column-major (as perfkit's int8 GEMMs store it since the H200 run of 2026-11-26 measured 127 TOP/s
+  row-major and 949 TOP/s column-major at 8192³).
 On a CPU it compares ``perfkit.bench`` with ``torch.utils.benchmark.Timer`` on a CPU matmul.
 Exit status 1 if a ratio is outside its bound.
 """
 
 from __future__ import annotations
 
+import statistics
 import sys
 
 import torch
@@ -52,11 +54,25 @@ def gpu() -> bool:
         tri = pk.bench(lambda: pk.kernels.tiled_matmul(a, b, tile=tile, block_k=64, num_warps=warps)).median
         ref = pk.bench(lambda: torch.matmul(a, b)).median
         ok &= _row(f"tiled_matmul {tile} vs cuBLAS, {M}×{N}×{K} fp16", tri, ref, 0.8, 3.0)
-    for M in (2048, 8192):
+    ratios = []
+    for M in (1024, 2048, 4096, 8192):
         fn = matmul_fn(M, M, M, "bfloat16", "cuda")
-        mine = pk.bench(fn).median
-        theirs = triton.testing.do_bench(fn, return_mode="median") / 1e3
-        ok &= _row(f"perfkit.bench vs do_bench, gemm {M}³ bf16", mine, theirs, 0.95, 1.05)
+        # Alternated three times, do_bench first: a long GEMM heats the GPU and lowers its clock, so
+        # whichever timer always ran second would read slower.
+        mine, theirs = [], []
+        for _ in range(3):
+            theirs.append(triton.testing.do_bench(fn, return_mode="median") / 1e3)
+            mine.append(pk.bench(fn).median)
+        mine_s, theirs_s = sorted(mine)[1], sorted(theirs)[1]
+        ratios.append(mine_s / theirs_s)
+        _row(f"perfkit.bench vs do_bench, gemm {M}³ bf16", mine_s, theirs_s, 0.97, 1.03)
+        print(f"{'':<46} perfkit {', '.join(f'{t * 1e6:.1f}' for t in mine)} µs; "
+              f"do_bench {', '.join(f'{t * 1e6:.1f}' for t in theirs)} µs (in the order run)")
+    median_ratio = statistics.median(ratios)
+    within = abs(median_ratio - 1) <= 0.03
+    print(f"{'perfkit.bench / do_bench, median of the GEMMs':<46} {median_ratio:.3f}  [0.97, 1.03] "
+          f"{'ok' if within else 'OUT OF BOUNDS'}  (issue 29's target: within 3 % over cases ≥ 10 µs)")
+    ok &= within
     ok &= graph_small_kernel()
     int8_layouts()
     return ok & persistent_rnn()
@@ -83,8 +99,8 @@ def graph_small_kernel() -> bool:
 def int8_layouts() -> None:
     M = N = K = 8192
     a = torch.randint(-8, 8, (M, K), device="cuda", dtype=torch.int8)
-    rows = torch.randint(-8, 8, (K, N), device="cuda", dtype=torch.int8)  # B row-major (perfkit's today)
-    cols = torch.randint(-8, 8, (N, K), device="cuda", dtype=torch.int8).t()  # B column-major
+    rows = torch.randint(-8, 8, (K, N), device="cuda", dtype=torch.int8)  # B row-major
+    cols = torch.randint(-8, 8, (N, K), device="cuda", dtype=torch.int8).t()  # B column-major (perfkit's)
     tops = {}
     for name, b in (("row-major B", rows), ("column-major B", cols)):
         try:

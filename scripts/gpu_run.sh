@@ -108,11 +108,12 @@ export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 
 # The GPU machine has torch, triton, cupy, pandas and matplotlib but no Jupyter stack and no network:
-# the chapters' widgets need ipywidgets (and tqdm for progress bars). Bring them as wheels made here
-# with `pip download -d wheelhouse ipywidgets tqdm` and carried with the tree; torch is never touched.
+# the chapters need plotly (interactive figures), ipywidgets and tqdm. Bring them as wheels made here
+# (pip download --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 -d wheelhouse
+# "ipywidgets>=8.1,<9" tqdm plotly==7.1.0) and carried with the tree; torch is never touched.
 if [ -d "$REPO/wheelhouse" ]; then
-    "$PY" -m pip install -q --no-index --find-links "$REPO/wheelhouse" ipywidgets tqdm \
-        || echo "warning: could not install ipywidgets/tqdm from wheelhouse/" >&2
+    "$PY" -m pip install -q --no-index --find-links "$REPO/wheelhouse" ipywidgets tqdm plotly \
+        || echo "warning: could not install ipywidgets/tqdm/plotly from wheelhouse/" >&2
 fi
 
 SUMMARY="$OUT/summary.txt"

@@ -17,6 +17,7 @@ from perfkit.calibration.search import (SearchResult, Trial, candidate_shapes, g
                                         wide_search)
 from perfkit.devices import device_spec
 from perfkit.gemm_model import GemmModel, explain_gemm
+from perfkit.matmul import kernel_accepts
 from perfkit.roofline import gemm_bytes, gemm_flops
 from perfkit.units import GiB, MiB
 
@@ -359,3 +360,40 @@ def test_the_searches_are_deterministic(searches):
     assert guided_search(truth, spec, dtype) == guided and wide_search(truth, spec, dtype) == wide
     shapes = [(t.M, t.N, t.K) for t in wide.trials]  # the wide grid spans aspects, not only whole waves
     assert any(M > 4 * N for M, N, _ in shapes) and any(N > 4 * M for M, N, _ in shapes)
+
+
+@pytest.mark.parametrize("dtype", ["float8", "int8"])
+def test_only_shapes_torch_takes_are_timed(dtype):
+    """_scaled_mm takes sides that are multiples of 16, _int_mm M > 16 and N, K multiples of 8 (the H200
+    calibration of 2026-11-26 stopped at a float8 49152×24 operand): the searches never ask for others."""
+    asked = []
+
+    def truth(M, N, K):
+        asked.append((M, N, K))
+        return explain_gemm(M, N, K, dtype, H100).predicted_s * noise(M, N, K)
+
+    guided_search(truth, H100, dtype), wide_search(truth, H100, dtype)
+    assert asked and all(kernel_accepts(*s, dtype) for s in asked)
+    assert not kernel_accepts(16, 32, 32, "int8") and not kernel_accepts(32, 24, 32, "float8")
+
+
+def test_the_wide_search_skips_a_shape_the_library_refuses_and_says_so():
+    """A comparison search keeps going past a shape cuBLAS refuses (CUBLAS_STATUS_NOT_SUPPORTED on the
+    H200 for an int8 GEMM with K = 24), and its stopping sentence names it; all refused is an error."""
+    base = wide_search(lambda M, N, K: explain_gemm(M, N, K, "int8", H100).predicted_s, H100, "int8")
+    first = (base.trials[0].M, base.trials[0].N, base.trials[0].K)
+
+    def refuses_first(M, N, K):
+        if (M, N, K) == first:
+            raise RuntimeError("CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmul")
+        return explain_gemm(M, N, K, "int8", H100).predicted_s
+
+    result = wide_search(refuses_first, H100, "int8")
+    assert len(result.trials) == len(base.trials) - 1 and first not in {(t.M, t.N, t.K) for t in result.trials}
+    assert "1 refused by the library" in result.stopped and "CUBLAS_STATUS_NOT_SUPPORTED" in result.stopped
+
+    def refuses_all(M, N, K):
+        raise RuntimeError("CUBLAS_STATUS_NOT_SUPPORTED")
+
+    with pytest.raises(RuntimeError, match="refused every wide-search shape of int8"):
+        wide_search(refuses_all, H100, "int8")

@@ -19,7 +19,6 @@ import perfkit as pk
 from perfkit.book.registry import REGISTRY, missing_needs, register
 from perfkit.book.background import experiments as background, ceilings
 from perfkit import matmul, placement
-from perfkit.book import measure as common
 from perfkit.book.gemm import experiments as gemm
 from perfkit.ceilings import measured_ceilings
 
@@ -38,7 +37,8 @@ TESTED_ELSEWHERE = {"fc_passes": "test_fc.py", "fc_batch": "test_fc.py", "fc_fea
                     "convnet_breakdown": "test_convnet.py", "advisor_layers": "test_advisor_experiments.py",
                     "advisor_fixes": "test_advisor_experiments.py",
                     **dict.fromkeys(["attention_backends", "attention_head_dims", "decode_steps"],
-                                    "test_transformer_experiments.py")}
+                                    "test_transformer_experiments.py"),
+                    "collective_sizes": "test_communication_experiments.py"}
 quiet = pytest.mark.filterwarnings("ignore::perfkit.timing.NoiseWarning")
 
 
@@ -103,6 +103,11 @@ def test_the_seam_is_read_at_call_time_nests_and_is_restored():
     with placement.use(device="cuda", spec=pk.device_spec("H100-SXM"), tensor_device="meta"):
         a, b = matmul.matmul_operands(64, 32, 16, "float16", "cuda")  # shapes only, nothing allocated
         assert placement.tensor_device("cuda") == "meta" and a.is_meta and tuple((a @ b).shape) == (64, 32)
+        for d in ("int8", "float8"):  # B column-major: what _scaled_mm needs and cuBLAS's int8 kernels run fast
+            _, b = matmul.matmul_operands(64, 32, 16, d, "cuda")
+            assert b.shape == (16, 32) and b.t().is_contiguous() and not b.is_contiguous()
+        with pytest.raises(ValueError, match="float8 GEMM does not take this shape"):
+            matmul.matmul_fn(64, 24, 16, "float8", "cuda")
     assert placement.tensor_device("cpu") == "cpu"
     with pytest.raises(ValueError, match="tensor_device"), placement.use(tensor_device="tpu"):
         pass
@@ -238,6 +243,8 @@ INVALID = {
     "windows": [("9×9",), ()], "modes": [("jit",), ()], "chains": [("attention",), ()],
     "networks": [("resnet50",), ()], "models": [("bert",), ()], "sweeps": [("depth",), ()],
     "backends": [("flashy",), (), "math"], "causal": ["yes", 1, (), None], "kv_heads": [*_SIZES, (3,)],
+    "sizes_bytes": [*_SIZES, (2,)], "n_ranks": [1, 0, 2.5, "2", 1 << 20], "backend": ["mpi", 3, None],
+    "timeout_s": [0, -1.0, "60", float("inf")],
 }
 
 

@@ -19,17 +19,16 @@ so :func:`guided_search` times only a few:
    among those the model rates within 2 % of the best of them (the rest after, fastest first); never
    a shape already timed, only shapes inside the window and the memory limit.
 
-**Stopping rule.** Stop when a refinement round raises the best measured throughput by less than
-``min_gain`` (1 %), or after ``max_rounds`` rounds (3), or when ``max_trials`` timings are spent
-(14; ``quick``: 6), or when the best shape has no untimed neighbour left. Each round times at most
-its share of the timings left, ``⌈left / rounds left⌉``. :attr:`SearchResult.stopped` says which rule fired.
+**Stopping rule.** Stop when a refinement round raises the best measured throughput by less than ``min_gain``
+(1 %), after ``max_rounds`` rounds (3), when ``max_trials`` timings are spent (14; ``quick``: 6), or when the
+best shape has no untimed neighbour left. Each round times at most ``⌈left / rounds left⌉``.
+:attr:`SearchResult.stopped` says which rule fired.
 
-**Time window** (:func:`time_window_s`). Every shape timed has a predicted time per call inside a
-window: long enough to amortize the fixed cost of a kernel, short enough to time many (a GPU:
-0.1 to 10 milliseconds; a CPU, where a bfloat16 matmul runs at about 1 GFLOP/s: 5 to 60 milliseconds).
-
-:func:`wide_search` is the comparison (``--thorough``): a deterministic geometric grid of shapes
-that knows neither tiles nor waves, evenly subsampled to about 48 timings. Units: seconds, FLOP/s, bytes.
+**Time window** (:func:`time_window_s`). Every shape timed has a predicted time per call inside a window: long
+enough to amortize a kernel's fixed cost, short enough to time many (GPU: 0.1–10 ms; CPU, where a bfloat16
+matmul runs at about 1 GFLOP/s: 5–60 ms). :func:`wide_search` is the comparison (``--thorough``): a geometric
+grid that knows neither tiles nor waves, evenly subsampled to about 48 timings. Units: seconds, FLOP/s, bytes.
+Both ask only for shapes torch's kernel for the dtype takes (:func:`perfkit.matmul.kernel_accepts`).
 """
 
 from __future__ import annotations
@@ -48,6 +47,7 @@ from ..ceilings import gemm_latency_s
 from ..devices import DeviceSpec
 from ..dtypes import canonical_dtype, itemsize, output_itemsize
 from ..gemm_model import CANDIDATE_TILES, DEFAULT_MODEL, GemmPrediction, explain_gemm, shape_factor
+from ..matmul import kernel_accepts
 from ..roofline import gemm_flops
 
 __all__ = ["SearchResult", "Trial", "candidate_shapes", "guided_search", "time_window_s", "wide_search"]
@@ -82,13 +82,11 @@ class Trial:
     stage: str  # "candidate", "refine" or "wide"
 
     @property
-    def flops(self) -> float:
-        """FLOPs of the GEMM: ``2·M·N·K``."""
+    def flops(self) -> float:  # 2·M·N·K
         return float(gemm_flops(self.M, self.N, self.K))
 
     @property
-    def flop_s(self) -> float:
-        """Measured throughput in FLOP/s."""
+    def flop_s(self) -> float:  # measured throughput, FLOP/s
         return self.flops / self.time_s
 
 
@@ -103,8 +101,7 @@ class SearchResult:
     stopped: str  # one sentence: the stopping rule that fired
 
     @property
-    def best(self) -> Trial:
-        """The trial with the highest measured throughput."""
+    def best(self) -> Trial:  # the trial with the highest measured throughput
         return max(self.trials, key=lambda t: t.flop_s)
 
     def frame(self) -> pd.DataFrame:
@@ -141,11 +138,7 @@ def time_window_s(spec: DeviceSpec, quick: bool = False) -> tuple[float, float]:
 
 
 def _check_window(window_s: Any) -> tuple[float, float]:
-    try:
-        lo, hi = window_s
-    except (TypeError, ValueError):
-        raise ValueError(f"window_s must be two positive numbers of seconds (lo, hi) with lo < hi, "
-                         f"got {window_s!r}") from None
+    lo, hi = window_s if isinstance(window_s, (tuple, list)) and len(window_s) == 2 else (None, None)
     ok = all(isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in (lo, hi))
     if not ok or not lo < hi:
         raise ValueError(f"window_s must be two positive numbers of seconds (lo, hi) with lo < hi, got {window_s!r}")
@@ -189,7 +182,8 @@ class _Model:
             + self.latency_s
 
     def fits(self, shape: Shape, window: tuple[float, float], max_bytes: int) -> bool:
-        return self.bytes(*shape) <= max_bytes and window[0] <= self.explain(shape).predicted_s <= window[1]
+        return (bool(kernel_accepts(*shape, self.dtype)) and self.bytes(*shape) <= max_bytes
+                and window[0] <= self.explain(shape).predicted_s <= window[1])
 
 
 def _whole(p: GemmPrediction) -> bool:
@@ -309,8 +303,7 @@ def _closest_split(n: int, tile: tuple[int, int], aspect: float) -> tuple[int, i
 
 
 def _neighbours(model: _Model, shape: Shape) -> list[Shape]:
-    """Shapes around ``shape``, in order: M and N swapped, 2K and K/2, the next whole-wave tile counts,
-    the same FLOPs with another aspect."""
+    """Shapes around ``shape``, in order: M, N swapped; 2K, K/2; the next whole-wave tile counts; other aspects."""
     M, N, K = shape
     out = [(N, M, K), (M, N, 2 * K), (M, N, K // 2)]
     p = model.explain(shape)
@@ -381,7 +374,8 @@ def wide_search(time_gemm: Callable[[int, int, int], float], spec: DeviceSpec, d
     model = _Model(spec, dtype)
     M, N, K = (g.ravel() for g in np.meshgrid(_GRID, _GRID, _GRID, indexing="ij"))
     estimate = model.estimate_s(M.astype(float), N.astype(float), K.astype(float))
-    keep = (estimate <= hi) & (estimate >= lo / 4) & (model.bytes(M, N, K) <= max_bytes)
+    keep = ((estimate <= hi) & (estimate >= lo / 4) & (model.bytes(M, N, K) <= max_bytes)
+            & kernel_accepts(M, N, K, dtype))
     grid = list(zip(M[keep].tolist(), N[keep].tolist(), K[keep].tolist()))  # sorted by M, then N, then K
     bounds = np.linspace(0, len(grid), max_trials + 1).round().astype(int)
 
@@ -393,7 +387,14 @@ def wide_search(time_gemm: Callable[[int, int, int], float], spec: DeviceSpec, d
     if not shapes:
         raise ValueError(f"no grid shape of {spec.name} in {dtype} has a predicted time inside window_s=({lo:g}, "
                          f"{hi:g}) seconds with operands within max_bytes={max_bytes:,}")
-    trials = tuple(_time(time_gemm, model, s, "wide") for s in shapes)
+    trials, refused = [], []
+    for s in shapes:  # a comparison, not the ceiling: a shape the vendor library refuses is skipped, and said
+        try:
+            trials.append(_time(time_gemm, model, s, "wide"))
+        except RuntimeError as e:
+            refused.append(f"{'×'.join(map(str, s))} ({str(e).splitlines()[0][:80]})")
+    if not trials:
+        raise RuntimeError(f"the vendor library refused every wide-search shape of {dtype}: {refused[0]}")
     stopped = (f"timed {len(trials)} shapes spread evenly over the {len(grid)} grid shapes estimated inside the "
-               "window and memory")
-    return SearchResult(dtype, "wide", trials, 0, stopped)
+               "window and memory" + (f"; {len(refused)} refused by the library, e.g. {refused[0]}" if refused else ""))
+    return SearchResult(dtype, "wide", tuple(trials), 0, stopped)

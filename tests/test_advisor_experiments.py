@@ -109,3 +109,18 @@ def test_model_inputs():
         ex.model_inputs("bert", "cpu")
     with pytest.raises(LookupError, match="model"):
         ex.advisor_layers(device="cpu", models=["bert"], progress=False)
+
+
+def test_attention_is_timed_with_four_dimensional_tensors_so_a_fused_kernel_can_run():
+    """torch's fused SDPA kernels refuse 3-D (batch·heads, tokens, dim) inputs and fall back to the math
+    path: the H200 recording of 2026-11-26 timed GPT-2's attention at 36× its (fused) prediction that way."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from perfkit.advisor.ops import Op
+
+    params = dict(batch=2 * 4, heads=4, L=32, S=32, E=16, Ev=16, causal=True)  # as ops.py maps a 4-D call
+    op = Op(index=0, layer="attn", module="GPT2Attention", op="attention", params=params)
+    fn, tensors = advisor_measure.op_functions(op, "float32", "cpu", True)
+    assert [t.dim() for t in tensors] == [4, 4, 4] and tuple(tensors[0].shape[:2]) == (2, 4)
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):  # "No available kernel" on 3-D inputs
+        assert tuple(fn().shape) == (2, 4, 32, 16)

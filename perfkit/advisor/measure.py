@@ -104,10 +104,11 @@ def op_functions(op: Op, dtype: Any, device: str, training: bool) -> tuple[Calla
         a = _rand(lead + (p["M"], p["K"]), dt, device, training and p["grad_a"])
         b = _rand(lead + (p["K"], p["N"]), dt, device, training and p["grad_b"])
         return (lambda: torch.matmul(a, b)), [t for t in (a, b) if t.requires_grad]
-    if op.op == "attention":
-        q = _rand((p["batch"], p["L"], p["E"]), dt, device, training)
-        k = _rand((p["batch"], p["S"], p["E"]), dt, device, training)
-        v = _rand((p["batch"], p["S"], p["Ev"]), dt, device, training)
+    if op.op == "attention":  # 4-D (batch, heads, tokens, dim): torch's fused kernels refuse 3-D inputs
+        lead = (p["batch"] // p.get("heads", 1), p.get("heads", 1))
+        q = _rand(lead + (p["L"], p["E"]), dt, device, training)
+        k = _rand(lead + (p["S"], p["E"]), dt, device, training)
+        v = _rand(lead + (p["S"], p["Ev"]), dt, device, training)
         return (lambda: F.scaled_dot_product_attention(q, k, v, is_causal=p["causal"])), [q, k, v]
     if op.op == "rnn":
         cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU, "rnn": torch.nn.RNN}[p["cell"]]

@@ -19,6 +19,9 @@ The public API (``perfkit.__all__``), by concept; each concept is one module of 
 - transformers (attention as batched GEMMs and a softmax, decoding): :func:`attention_flops`,
   :func:`attention_gemms`, :func:`attention_bytes` (fused vs unfused), :func:`predict_attention_time`,
   :func:`decode_step_bytes`, :func:`predict_decode_time` (seconds per step, the batch that turns it math-bound)
+- collectives (multi-GPU communication, the α-β model): :func:`link_spec` (NVLink, PCIe, InfiniBand, Ethernet:
+  datasheet and the fraction NCCL reaches), :func:`collective_time`, :func:`explain_collective` (its terms,
+  busbw), :func:`data_parallel_step` (how much of the gradients' all-reduce the backward pass hides)
 - timing: :func:`bench`, :class:`Measurement`
 - layers: :func:`padded_linear`, :func:`padded_conv2d` (padded copies, same outputs)
 - the advisor (the book's rules applied to your model): :func:`advise`
@@ -28,6 +31,7 @@ The public API (``perfkit.__all__``), by concept; each concept is one module of 
 - what a notebook shows besides figures: :func:`note`, :func:`table`, :func:`device_card`
 
 Everything else is one module away: ``pk.gemm_model``, ``pk.memory_model``, ``pk.provenance``,
+``pk.interconnects`` (``KNOWN_LINKS``), ``pk.collectives`` (``bus_bandwidth``, ``crossover_bytes``),
 ``pk.kernels`` (Triton and CuPy kernels), ``pk.zoo`` (architectures built in code),
 ``pk.validation`` (the model against every published and recorded GEMM). The book's machinery,
 one folder per chapter, is :mod:`perfkit.book` (``from perfkit.book import gemm``).
@@ -45,11 +49,13 @@ from .book.record import record
 from .book.run import run_or_load
 from .calibration import calibrate, calibrated, current_device
 from .ceilings import Ceilings, achievable_ceilings
+from .collectives import collective_time, data_parallel_step, explain_collective
 from .devices import KNOWN_DEVICES, DeviceSpec, device_spec
 from .devices import cuda_available as _cuda_available
 from .display import device_card, note, table
 from .dtypes import DTYPES, canonical_dtype, itemsize
 from .gemm_model import explain_gemm, predict_gemm_time
+from .interconnects import link_spec
 from .memory_model import chain_bytes, layer_bytes, memory_time, predict_layer_time
 from .provenance import source_of
 from .published_data import published, published_or_none, published_sources
@@ -70,6 +76,7 @@ __all__ = [
     "layer_bytes", "chain_bytes", "memory_time", "predict_layer_time",
     "attention_flops", "attention_gemms", "attention_bytes", "predict_attention_time",
     "decode_step_bytes", "predict_decode_time",
+    "link_spec", "collective_time", "explain_collective", "data_parallel_step",
     "bench", "Measurement",
     "padded_linear", "padded_conv2d",
     "advise",

@@ -46,7 +46,7 @@ def test_every_experiment_declares_its_columns():
     assert set(CPU_RUNNABLE + GPU_ONLY + list(TESTED_ELSEWHERE)) == set(REGISTRY)
     for exp in REGISTRY.values():
         assert "time_s" in exp.columns, exp.name
-        assert set(exp.needs) <= {"cuda", "cupy", "triton"}
+        assert set(exp.needs) <= {"cuda", "gpus2", "cupy", "triton"}
         assert all(isinstance(v, str) and v for v in exp.columns.values()), exp.name
 
 

@@ -61,7 +61,8 @@ from ..devices import DeviceSpec, cuda_available, current_device
 from ..environment import environment
 from .registry import REGISTRY, Experiment, get, missing_needs
 
-_NEED_TEXT = {"cuda": "a CUDA GPU (torch.cuda.is_available() is False)", "cupy": "cupy (not importable)",
+_NEED_TEXT = {"cuda": "a CUDA GPU (torch.cuda.is_available() is False)", "gpus2": "two or more CUDA GPUs",
+              "cupy": "cupy (not importable)",
               "triton": "triton (not importable)"}
 
 

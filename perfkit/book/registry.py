@@ -24,7 +24,7 @@ from ..devices import cpu_name, cuda_available, current_device
 from .chapters import CHAPTERS
 
 #: What an experiment may need: a CUDA GPU, CuPy, Triton.
-NEEDS: tuple[str, ...] = ("cuda", "cupy", "triton")
+NEEDS: tuple[str, ...] = ("cuda", "gpus2", "cupy", "triton")  # gpus2: two or more CUDA GPUs
 
 
 @dataclass(frozen=True)
@@ -163,6 +163,8 @@ def register(name: str, description: str, columns: Mapping[str, str], needs: tup
             kwargs = check_options(kwargs)
             meta = _run_meta(name, kwargs)
             frame = conform(func(**kwargs), columns, name)
+            if meta["device_kind"] == "gpu" and "device" in frame and len(frame) and (frame["device"] == "cpu").all():
+                meta.update(device_name=cpu_name(), device_kind="cpu")  # it ran on the CPU, a GPU beside it
             frame.attrs["meta"] = meta
             return frame
 
@@ -188,6 +190,15 @@ def missing_needs(experiment: Experiment) -> list[str]:
         if need == "cuda":
             if not cuda_available():
                 missing.append("cuda")
+        elif need == "gpus2":
+            if not cuda_available() or _gpu_count() < 2:
+                missing.append("gpus2")
         elif importlib.util.find_spec(need) is None:
             missing.append(need)
     return missing
+
+
+def _gpu_count() -> int:
+    import torch
+
+    return torch.cuda.device_count()

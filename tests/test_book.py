@@ -589,7 +589,7 @@ def test_landing_page_shows_the_point(page_facts, site):
     if 'http-equiv="Refresh"' in html or "http-equiv=\"refresh\"" in html.lower():
         html = (site / f"{TOC_FILES[0]}.html").read_text(encoding="utf-8")
     assert re.search(r'<table class="[^"]*\bperfkit-verdicts\b', html), "the landing page has no book-wide verdict table"
-    assert "In short:" in html and "rules across 6 chapters" in html, "the landing page has no one-sentence summary"
+    assert "In short:" in html and "rules across 7 chapters" in html, "the landing page has no one-sentence summary"
     for chapter in ("02_gemm", "03_fully_connected", "04_recurrent", "05_convolutions", "06_memory_limited",
                     "07_transformers"):
         assert f'href="chapters/{chapter}.html#verdict"' in html, f"the verdict table does not link {chapter}"

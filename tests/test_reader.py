@@ -279,7 +279,7 @@ def test_book_verdict_table():
     numbers = table.loc[table["then"] != "—", "then"]
     assert numbers.str.fullmatch(r"[\d.,]+").all(), f"then/now carry no unit of their own: {list(numbers)}"
     assert set(table["chapter"]) == {"02_gemm", "03_fully_connected", "04_recurrent", "05_convolutions",
-                                     "06_memory_limited", "07_transformers"}
+                                     "06_memory_limited", "07_transformers", "08_communication"}
     assert set(table["verdict"]) <= set(pk.book.verdict.VERDICTS)
     assert set(table["evidence"]) <= {"measured", "published", "model"}, "no rule is left without evidence"
     # "now" is a dash exactly where nothing rests under it; a prediction says so in its verdict.
@@ -302,7 +302,7 @@ def test_book_summary_counts_by_evidence():
     n = len(table)
     counts = table["evidence"].value_counts()
     text = pk.book.scorecard.book_summary(table)
-    assert text.startswith(f"{n} rules across 6 chapters: {counts.get('measured', 0)} measured on our GPUs, "
+    assert text.startswith(f"{n} rules across 7 chapters: {counts.get('measured', 0)} measured on our GPUs, "
                            f"{counts.get('published', 0)} published (")
     assert f"{counts.get('model', 0)} predicted by the model" in text
     then = int((table["then"] != "—").sum())

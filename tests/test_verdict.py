@@ -157,7 +157,7 @@ def test_without_published_data_every_rule_rests_on_the_model(monkeypatch, tmp_p
     # No DeepBench either: a "then" is left only where the guide gave its own number (Baidu's RNN posts).
     assert set(table.loc[table["then"] != "—", "chapter"]) == {"04_recurrent"}
     text = pk.book.scorecard.book_summary(table)
-    assert f"{len(table)} rules across 6 chapters: 0 measured on our GPUs, 0 published (none), {len(table)} " \
+    assert f"{len(table)} rules across 7 chapters: 0 measured on our GPUs, 0 published (none), {len(table)} " \
            "predicted by the model" in text
     html = pk.book.scorecard.book_table_html(table)
     assert html.count('<tr class="evidence-model">') == len(table)

@@ -15,7 +15,8 @@ CHAPTERS: dict[str, str] = {
     "convolutions": "05_convolutions",
     "memory_limited": "06_memory_limited",
     "transformers": "07_transformers",
-    "check_your_model": "08_check_your_model",
+    "communication": "08_communication",
+    "check_your_model": "09_check_your_model",
     "timing": "90_timing",
 }
 

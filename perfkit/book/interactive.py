@@ -191,6 +191,24 @@ def with_slider(traces: Sequence[Any], states: Sequence[State], *, prefix: str, 
     return fig
 
 
+def bars_with_slider(traces: Sequence[Any], states: Sequence[State], *, prefix: str, active: int, title: dict,
+                     x_title: str, height: int, left: int) -> go.Figure:
+    """Stacked horizontal bars (``traces``) with a slider over ``states``, below the legend: the layout
+    of the book's bar figures. ``title`` from :func:`heading`; ``x_title`` names the time axis (seconds);
+    ``left`` is the margin, in pixels, for the bars' labels; each state may set ``annotations[0].text``,
+    an empty note above the bars."""
+    layout = {
+        "title": title, "height": height, "barmode": "stack", "margin": {"t": 120, "l": left, "r": 30, "b": 120},
+        "xaxis": {"title": x_title, "ticksuffix": "s", "exponentformat": "SI"}, "yaxis": {"autorange": "reversed"},
+        "annotations": [{"text": "", "xref": "paper", "yref": "paper", "x": 0, "y": 1.02, "xanchor": "left",
+                         "yanchor": "bottom", "align": "left", "showarrow": False, "font": {"size": 11}}],
+        "legend": {"orientation": "h", "x": 0, "y": -0.28, "font": {"size": 10}},
+    }
+    fig = with_slider(traces, states, prefix=prefix, active=active, layout=layout)
+    fig.layout.sliders[0].update(y=-0.5, pad={"t": 40})
+    return fig
+
+
 def with_menu(traces: Sequence[Any], states: Sequence[State], *, active: int = 0,
               layout: Mapping[str, Any] | None = None) -> go.Figure:
     """A figure of ``traces`` with a drop-down menu over ``states``; it opens at ``states[active]``."""

@@ -1,4 +1,4 @@
-"""Check your own model (``chapters/08_check_your_model.md``): the chapter's machinery in one folder.
+"""Check your own model (``chapters/09_check_your_model.md``): the chapter's machinery in one folder.
 
 Its experiments (registered for the recorder), frame analysis and figures are importable from here
 (``from perfkit.book import check_your_model``); its modules: ``experiments``, ``figures``,

@@ -1,4 +1,4 @@
-"""Interactive figures of chapter 08_check_your_model: a menu of advised models.
+"""Interactive figures of chapter 09_check_your_model: a menu of advised models.
 
 :func:`model_menu` draws, for one model at a time (a drop-down menu switches between them), where
 its predicted step goes by kind of work (``Advice.layers``, grouped as

@@ -1,4 +1,4 @@
-"""The problems of chapter 08_check_your_model, with answers computed by perfkit.
+"""The problems of chapter 09_check_your_model, with answers computed by perfkit.
 
 Every answer comes from :func:`perfkit.advise` on models of :mod:`perfkit.zoo` built on the meta
 device (no weight allocated), or from :func:`perfkit.math_bound_batch`, for an H100 in bfloat16.
@@ -16,7 +16,7 @@ from ...quantization import alignment, pad_to_multiple
 from ...roofline import math_bound_batch
 from ..exercise import Exercise
 
-CHAPTER = "08_check_your_model"
+CHAPTER = "09_check_your_model"
 SPEC, DTYPE = "H100-SXM", "bfloat16"
 
 

@@ -24,7 +24,7 @@ from ...dtypes import itemsize
 from ...provenance import caption, modelled
 from ...transformer import attention_bytes, decode_step_bytes, predict_decode_time
 from ...units import format_time
-from ..interactive import InteractiveFigure, State, heading, rounded, with_slider
+from ..interactive import InteractiveFigure, State, bars_with_slider, heading, rounded, with_slider
 from .analysis import attention_kernels
 from .decoding import LLAMA2_7B
 
@@ -225,17 +225,9 @@ def attention_split(spec: str | DeviceSpec = "H100-SXM", *, dtype: Any = "bfloat
                             {"annotations[0].text": note, "xaxis.range": [0, 1.45 * max(unfused, t["fused"])]}))
 
     title = f"Attention forward, {b} × {h} heads × d {d}, {dtype}: unfused kernels against one fused kernel"
-    layout = {
-        "title": heading(title, modelled(spec)), "height": 440, "barmode": "stack",
-        "margin": {"t": 120, "l": 140, "r": 30, "b": 120},
-        "xaxis": {"title": "predicted forward time", "ticksuffix": "s", "exponentformat": "SI"},
-        "yaxis": {"autorange": "reversed"},
-        "annotations": [{"text": "", "xref": "paper", "yref": "paper", "x": 0, "y": 1.02, "xanchor": "left",
-                         "yanchor": "bottom", "align": "left", "showarrow": False, "font": {"size": 11}}],
-        "legend": {"orientation": "h", "x": 0, "y": -0.28, "font": {"size": 10}},
-    }
-    fig = with_slider(traces, states, prefix="sequence length s = ", active=active, layout=layout)
-    fig.layout.sliders[0].update(y=-0.5, pad={"t": 40})
+    fig = bars_with_slider(traces, states, prefix="sequence length s = ", active=active,
+                           title=heading(title, modelled(spec)), x_title="predicted forward time", height=440,
+                           left=140)
     alt = (f"Horizontal bars of attention's predicted forward time on the {spec.name}: the unfused math path split "
            "into its QKᵀ GEMM, its softmax and its PV GEMM, against one fused kernel. Moving the sequence-length "
            "slider grows the score matrices with the square of the length: the softmax, which only reads and "

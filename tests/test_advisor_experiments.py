@@ -113,7 +113,7 @@ def test_model_inputs():
 
 def test_attention_is_timed_with_four_dimensional_tensors_so_a_fused_kernel_can_run():
     """torch's fused SDPA kernels refuse 3-D (batch·heads, tokens, dim) inputs and fall back to the math
-    path: the H200 recording of 2026-11-26 timed GPT-2's attention at 36× its (fused) prediction that way."""
+    path: the first H200 recording timed GPT-2's attention at 36× its (fused) prediction that way."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     from perfkit.advisor.ops import Op

@@ -365,7 +365,7 @@ def test_the_searches_are_deterministic(searches):
 @pytest.mark.parametrize("dtype", ["float8", "int8"])
 def test_only_shapes_torch_takes_are_timed(dtype):
     """_scaled_mm takes sides that are multiples of 16, _int_mm M > 16 and N, K multiples of 8 (the H200
-    calibration of 2026-11-26 stopped at a float8 49152×24 operand): the searches never ask for others."""
+    thorough calibration once stopped at a float8 49152×24 operand): the searches never ask for others."""
     asked = []
 
     def truth(M, N, K):

@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs_version
 
+from .._validate import positive_int, sequence_of
 from ..provenance import Source
 
 #: Plotly's basic bundle, at the version the ``plotly`` package renders for.
@@ -189,6 +190,25 @@ def with_slider(traces: Sequence[Any], states: Sequence[State], *, prefix: str, 
     fig.update_layout(sliders=[{"active": active, "steps": steps, "pad": {"t": 50},
                                 "currentvalue": {"prefix": prefix}}])
     return fig
+
+
+def distinct_ints(name: str, values: Any, least: int = 1, low: int = 1) -> list[int]:
+    """``values`` as a list of at least ``least`` distinct integers ≥ ``low`` (a slider's values);
+    ``ValueError``/``TypeError`` naming ``name`` otherwise."""
+    items = sequence_of(name, values, positive_int)
+    if len(items) < least or len(set(items)) != len(items) or min(items) < low:
+        raise ValueError(f"{name} must list at least {least} distinct integers ≥ {low}, got {values!r}")
+    return items
+
+
+def slider_index(active: Any, values: Sequence[int], default: int) -> int:
+    """The state a slider opens at: ``active`` (an index into ``values``), or, when it is ``None``, the
+    value closest to ``default``."""
+    if active is None:
+        return min(range(len(values)), key=lambda i: abs(values[i] - default))
+    if isinstance(active, bool) or not isinstance(active, int) or not 0 <= active < len(values):
+        raise ValueError(f"active must index the slider's values (0 … {len(values) - 1}), got {active!r}")
+    return active
 
 
 def bars_with_slider(traces: Sequence[Any], states: Sequence[State], *, prefix: str, active: int, title: dict,

@@ -16,13 +16,14 @@ from typing import Any, Callable, Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from ..._validate import positive_int, sequence_of
+from ..._validate import positive_int
 from ...collectives import crossover_bytes, explain_collective
 from ...devices import DeviceSpec, resolve_spec
 from ...interconnects import link_spec
 from ...provenance import Source
 from ...units import format_time
-from ..interactive import InteractiveFigure, State, bars_with_slider, heading, rounded, with_slider
+from ..interactive import (InteractiveFigure, State, bars_with_slider, distinct_ints, heading, rounded,
+                           slider_index, with_slider)
 from .analysis import SIZES
 from .training import DP_SETUPS, data_parallel_source, data_parallel_sweep
 from .figures import binary_size
@@ -41,21 +42,6 @@ NETWORKS: dict[str, tuple[str, str, int, str]] = {
     "PCIe 4 cards, 100 GbE between nodes; ring": ("pcie4", "ethernet-100g", 8, "ring"),
 }
 _COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd")
-
-
-def _ints(name: str, values: Any, least: int = 2, low: int = 1) -> list[int]:
-    items = sequence_of(name, values, positive_int)
-    if len(items) < least or len(set(items)) != len(items) or min(items) < low:
-        raise ValueError(f"{name} must list at least {least} distinct integers ≥ {low}, got {values!r}")
-    return items
-
-
-def _active(active: Any, values: list[int], default: int) -> int:
-    if active is None:
-        return min(range(len(values)), key=lambda i: abs(values[i] - default))
-    if isinstance(active, bool) or not isinstance(active, int) or not 0 <= active < len(values):
-        raise ValueError(f"active must index the slider's values (0 … {len(values) - 1}), got {active!r}")
-    return active
 
 
 def _networks(networks: Any) -> dict[str, tuple[str, str, int, str]]:
@@ -87,8 +73,8 @@ def bus_bandwidth(networks: Mapping[str, tuple[str, str, int, str]] = NETWORKS, 
     over ``counts`` (GPUs). A diamond marks the crossover (:func:`perfkit.collectives.crossover_bytes`)
     where it lies within ``sizes``. ``active``: the opening count's index (default: the one nearest 8)."""
     nets = _networks(networks)
-    ns, xs = _ints("counts", counts, low=2), sorted(_ints("sizes", sizes))
-    active = _active(active, ns, 8)
+    ns, xs = distinct_ints("counts", counts, 2, low=2), sorted(distinct_ints("sizes", sizes, 2))
+    active = slider_index(active, ns, 8)
     traces = []
     for k, name in enumerate(nets):
         colour = _COLOURS[k % len(_COLOURS)]
@@ -152,8 +138,8 @@ def data_parallel(spec: str | DeviceSpec = "H100-SXM", *, setups: Mapping[str, t
     chosen = dict(DP_SETUPS if setups is None else setups)
     if not chosen:
         raise ValueError("setups must name at least one setup")
-    bs = _ints("batches", batches)
-    active = _active(active, bs, 8)
+    bs = distinct_ints("batches", batches, 2)
+    active = slider_index(active, bs, 8)
     frame = data_parallel_sweep(spec, batches=bs, setups=chosen)
     names = list(chosen)
     traces = [go.Bar(orientation="h", y=names, name="forward + backward", marker={"color": "#1f77b4"},

@@ -24,7 +24,8 @@ from ...dtypes import itemsize
 from ...provenance import caption, modelled
 from ...transformer import attention_bytes, decode_step_bytes, predict_decode_time
 from ...units import format_time
-from ..interactive import InteractiveFigure, State, bars_with_slider, heading, rounded, with_slider
+from ..interactive import (InteractiveFigure, State, bars_with_slider, distinct_ints, heading, rounded,
+                           slider_index, with_slider)
 from .analysis import attention_kernels
 from .decoding import LLAMA2_7B
 
@@ -71,21 +72,6 @@ def _model(model: Any) -> dict[str, int]:
     return {k: positive_int(f"model[{k!r}]", model[k]) for k in _MODEL_KEYS}
 
 
-def _ints(name: str, values: Any, least: int = 1) -> list[int]:
-    items = sequence_of(name, values, positive_int)
-    if len(items) < least or len(set(items)) != len(items):
-        raise ValueError(f"{name} must list at least {least} distinct positive integers, got {values!r}")
-    return items
-
-
-def _active(active: Any, values: list[int], default: int) -> int:
-    if active is None:
-        return min(range(len(values)), key=lambda i: abs(values[i] - default))
-    if isinstance(active, bool) or not isinstance(active, int) or not 0 <= active < len(values):
-        raise ValueError(f"active must index the slider's values (0 … {len(values) - 1}), got {active!r}")
-    return active
-
-
 def _specs(specs: Any) -> list[DeviceSpec]:
     found = sequence_of("specs", specs, lambda n, s: resolve_spec(s, param=n, none_ok=False), single=True)
     if any(s.memory_bytes is None or s.mem_bandwidth is None for s in found):
@@ -112,14 +98,14 @@ def decode_roofline(model: Mapping[str, int] = LLAMA2_7B, specs: Sequence[str | 
     if not isinstance(model_name, str) or not model_name.strip():
         raise TypeError(f"model_name must be a non-empty string, got {model_name!r}")
     gpus = _specs(specs)
-    kvs = _ints("kv_heads", kv_heads)
+    kvs = distinct_ints("kv_heads", kv_heads)
     bad = [k for k in kvs if m["heads"] % k]
     if bad:
         raise ValueError(f"kv_heads must divide the model's heads ({m['heads']}), got {bad}")
     dtype = dtype_name("dtype", dtype)
     dtypes = [_decode_dtype(s, dtype) for s in gpus]
-    xs, ctxs = sorted(_ints("batches", batches, 2)), _ints("contexts", contexts, 2)
-    active = _active(active, ctxs, 2048)
+    xs, ctxs = sorted(distinct_ints("batches", batches, 2)), distinct_ints("contexts", contexts, 2)
+    active = slider_index(active, ctxs, 2048)
 
     lines = [(s, d, kv) for s, d in zip(gpus, dtypes) for kv in kvs]
     traces = []
@@ -194,8 +180,8 @@ def attention_split(spec: str | DeviceSpec = "H100-SXM", *, dtype: Any = "bfloat
     spec, dtype = resolve_spec(spec, none_ok=False), dtype_name("dtype", dtype)
     spec.peak_flop_s(dtype)  # LookupError naming the dtypes with a peak
     b, h, d = positive_int("batch", batch), positive_int("heads", heads), positive_int("head_dim", head_dim)
-    lengths = _ints("seqs", seqs, 2)
-    active = _active(active, lengths, 8192)
+    lengths = distinct_ints("seqs", seqs, 2)
+    active = slider_index(active, lengths, 8192)
 
     rows = ["unfused: 3 kernels", "fused: 1 kernel"]
     parts = (("QKᵀ", "#1f77b4"), ("softmax", "#d62728"), ("PV", "#2ca02c"), ("fused", "#9467bd"))

@@ -14,6 +14,7 @@ from perfkit.book.chapters import CHAPTERS
 from perfkit.book.communication import analysis, interactive, problems, training
 from perfkit.book.interactive import MAX_HTML_BYTES, html_bytes
 from perfkit.collectives import crossover_bytes
+from figure_helpers import steps
 
 H100 = pk.device_spec("H100-SXM")
 P = 124_439_808  # GPT-2 small
@@ -21,16 +22,6 @@ MiB = 2**20
 
 
 # ------------------------------------------------------------------------------ the figures
-def _steps(fig):
-    return fig.figure.layout.sliders[0].steps
-
-
-def _state(step) -> tuple[dict, dict]:
-    """A slider step as ``({property: {trace index: value}}, layout update)``."""
-    data, layout, touched = step.args
-    return {k: dict(zip(touched, values)) for k, values in data.items()}, layout
-
-
 @pytest.fixture(scope="module")
 def busbw():
     return interactive.bus_bandwidth()
@@ -48,15 +39,14 @@ def test_every_registered_figure_builds_with_its_defaults():
         assert html_bytes(fig) < MAX_HTML_BYTES, name
         assert len(fig.states) >= 5 and "slider" in fig.alt
         assert "model of" in fig.figure.layout.title.text
-        args = [json.dumps(s.args, sort_keys=True, default=str) for s in _steps(fig)]
+        args = [json.dumps(state, sort_keys=True, default=str) for _, state in steps(fig)]
         assert len(set(args)) == len(args), name  # every state shows something else
 
 
 def test_bus_bandwidth_states_are_the_model_at_each_gpu_count(busbw):
     assert busbw.states == [str(n) for n in interactive.COUNTS]
     assert interactive.COUNTS[busbw.figure.layout.sliders[0].active] == 8
-    for step, n in zip(_steps(busbw), interactive.COUNTS):
-        data, layout = _state(step)
+    for (_, (data, layout)), n in zip(steps(busbw), interactive.COUNTS):
         assert layout["annotations[0].text"].startswith(f"{n} GPUs:")
         for k, (link, inter, per_node, algorithm) in enumerate(interactive.NETWORKS.values()):
             xs, ys = data["x"][2 * k], data["y"][2 * k]
@@ -75,7 +65,7 @@ def test_bus_bandwidth_states_are_the_model_at_each_gpu_count(busbw):
 
 
 def test_beyond_one_node_the_plateau_drops_to_the_nic(busbw):
-    states = {n: _state(s)[0] for n, s in zip(interactive.COUNTS, _steps(busbw))}
+    states = {n: data for n, (_, (data, _)) in zip(interactive.COUNTS, steps(busbw))}
     ring = 0  # the first network: NVLink 4 + InfiniBand NDR, ring
     assert states[8]["y"][ring][-1] > 360 and 40 < states[16]["y"][ring][-1] < 48.1
     # the ring's crossover grows with the GPUs beyond a node; the tree's barely moves
@@ -88,8 +78,7 @@ def test_each_data_parallel_state_is_the_sweep(dp):
     frame = training.data_parallel_sweep(H100, batches=interactive.BATCHES).set_index(["setup", "batch"])
     names = list(training.DP_SETUPS)
     shares = []
-    for step, b in zip(_steps(dp), interactive.BATCHES):
-        data, layout = _state(step)
+    for (_, (data, layout)), b in zip(steps(dp), interactive.BATCHES):
         compute, exposed, total = data["x"][0], data["x"][1], data["x"][2]
         for i, name in enumerate(names):
             row = frame.loc[(name, b)]

@@ -15,6 +15,7 @@ from perfkit.book.chapters import CHAPTERS
 from perfkit.book.interactive import MAX_HTML_BYTES, html_bytes
 from perfkit.book.transformers import decoding, interactive
 from perfkit.book.transformers import problems
+from figure_helpers import steps
 
 H100, V100 = pk.device_spec("H100-SXM"), pk.device_spec("V100-SXM2")
 P, LAYERS, HEADS, D = 6_740_000_000, 32, 32, 128  # LLaMA-2-7B
@@ -27,16 +28,6 @@ def _achievable(spec=H100, dtype="bfloat16") -> tuple[float, float]:
 
 
 # ------------------------------------------------------------------------------ the figures
-def _steps(fig):
-    return fig.figure.layout.sliders[0].steps
-
-
-def _state(step) -> tuple[dict, dict]:
-    """A slider step as ``({property: {trace index: value}}, layout update)``."""
-    data, layout, touched = step.args
-    return {k: dict(zip(touched, values)) for k, values in data.items()}, layout
-
-
 @pytest.fixture(scope="module")
 def decode():
     return interactive.decode_roofline()
@@ -54,7 +45,7 @@ def test_every_registered_figure_builds_with_its_defaults():
         assert html_bytes(fig) < MAX_HTML_BYTES, name
         assert len(fig.states) >= 5 and "slider" in fig.alt
         assert "model of H100-SXM" in fig.figure.layout.title.text
-        args = [json.dumps(s.args, sort_keys=True, default=str) for s in _steps(fig)]
+        args = [json.dumps(state, sort_keys=True, default=str) for _, state in steps(fig)]
         assert len(set(args)) == len(args), name  # every state shows something else
 
 
@@ -77,8 +68,7 @@ def _predict(spec, dtype, kv, batch, context):
 
 
 def test_each_decode_state_is_the_model_at_its_context(decode):
-    for step, context in zip(_steps(decode), interactive.CONTEXTS):
-        data, layout = _state(step)
+    for (_, (data, layout)), context in zip(steps(decode), interactive.CONTEXTS):
         assert f"context {context} tokens" in layout["annotations[0].text"]
         for k, (spec, dtype, kv) in enumerate(LINES):
             xs, ys = data["x"][2 * k], data["y"][2 * k]
@@ -99,7 +89,7 @@ def test_each_decode_state_is_the_model_at_its_context(decode):
 
 
 def test_the_marker_is_where_a_step_turns_math_bound(decode):
-    data, _ = _state(_steps(decode)[interactive.CONTEXTS.index(128)])
+    data, _ = steps(decode)[interactive.CONTEXTS.index(128)][1]
     (n,) = data["x"][3]  # the H100 with GQA at context 128
     assert _predict(H100, "bfloat16", 8, n, 128).bound == "math"
     assert _predict(H100, "bfloat16", 8, n - 1, 128).bound == "memory"
@@ -107,7 +97,7 @@ def test_the_marker_is_where_a_step_turns_math_bound(decode):
 
 
 def test_longer_contexts_lower_the_lines_and_gqa_lifts_them(decode):
-    states = [_state(s)[0] for s in _steps(decode)]
+    states = [data for _, (data, _) in steps(decode)]
     for k in range(len(LINES)):
         at_batch_1 = [s["y"][2 * k][0] for s in states]
         assert all(a > b for a, b in zip(at_batch_1, at_batch_1[1:]))  # more cache per token
@@ -121,8 +111,7 @@ def test_longer_contexts_lower_the_lines_and_gqa_lifts_them(decode):
 
 def test_each_split_state_is_the_attention_model(split):
     shares = []
-    for step, s in zip(_steps(split), interactive.SEQS):
-        data, layout = _state(step)
+    for (_, (data, layout)), s in zip(steps(split), interactive.SEQS):
         qk, softmax, pv, fused, totals = (data["x"][i] for i in range(5))
         unfused = pk.predict_attention_time(1, 32, s, s, 128, spec=H100, dtype="bfloat16", fused=False).time_s
         assert math.isclose(qk[0] + softmax[0] + pv[0], unfused, rel_tol=1e-4)

@@ -2,10 +2,10 @@
 cost, with their all-reduces priced by the α-β model or read off any collective frame
 (:func:`perfkit.book.communication.analysis.time_at`).
 
-- data parallelism: GPT-2 small's parameters (:func:`gpt2_params`, as :func:`perfkit.zoo.gpt2_small`
-  has them), its backward pass by the 6N rule (:func:`backward_time`), its gradients all-reduced in
-  DDP's 25 MiB buckets (:func:`ddp_allreduce_time`), and whole steps with overlap
-  (:func:`data_parallel_sweep`, on :func:`perfkit.data_parallel_step`);
+- data parallelism: GPT-2 small's parameters (:func:`gpt2_params`, counted on :func:`perfkit.zoo.gpt2_small`),
+  its backward pass by the 6N rule (:func:`backward_time`), its gradients all-reduced in DDP's 25 MiB buckets
+  (:func:`ddp_allreduce_time`), and whole steps with overlap (:func:`data_parallel_sweep`, on
+  :func:`perfkit.data_parallel_step`);
 - tensor parallelism: one Megatron-style layer of LLaMA-2-70B split over GPUs
   (:func:`tensor_parallel_layer`: the GEMM and attention models, two all-reduces).
 
@@ -16,6 +16,7 @@ Seconds, bytes, FLOPs.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Sequence
 
@@ -30,6 +31,7 @@ from ...gemm_model import explain_gemm
 from ...interconnects import LinkSpec
 from ...provenance import Source
 from ...transformer import predict_attention_time
+from ...zoo import gpt2_small, parameter_count
 from ..transformers.decoding import DecodeModel
 from .analysis import BUCKET_BYTES, _curve, _ranks, time_at
 
@@ -55,14 +57,14 @@ DP_SETUPS: dict[str, tuple[int, str, str | None, int | None, str]] = {
 }
 
 
-def gpt2_params(vocab: int = GPT2_SMALL["vocab"], context: int = GPT2_SMALL["context"],
-                dim: int = GPT2_SMALL["dim"], layers: int = GPT2_SMALL["layers"]) -> int:
-    """Parameters of a GPT-2 (tied embeddings): token and position embeddings, per layer two layer
-    norms, the Q/K/V and output projections and the 4×-wide MLP (with biases), and the final norm."""
-    v, c, d, n = (positive_int(k, x) for k, x in (("vocab", vocab), ("context", context), ("dim", dim),
-                                                 ("layers", layers)))
-    per_layer = 2 * 2 * d + (d * 3 * d + 3 * d) + (d * d + d) + (d * 4 * d + 4 * d) + (4 * d * d + d)
-    return v * d + c * d + n * per_layer + 2 * d
+@functools.lru_cache(maxsize=1)
+def gpt2_params() -> int:
+    """GPT-2 small's parameters (the tied ``lm_head`` once), counted on :func:`perfkit.zoo.gpt2_small` built
+    on the meta device: 124,439,808."""
+    import torch
+
+    with torch.device("meta"):
+        return parameter_count(gpt2_small())
 
 
 def backward_time(spec: str | DeviceSpec, params: int, tokens: int, *, dtype: Any = "bfloat16") -> float:

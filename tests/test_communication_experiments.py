@@ -137,7 +137,7 @@ def fake_ranks(monkeypatch):
 
 
 def test_gpu_code_path_runs_nccl_on_every_gpu_and_predicts_nvlink(fake_gpu, fake_ranks, monkeypatch):
-    monkeypatch.setattr(cx, "_gpu_count", lambda: 8)
+    monkeypatch.setattr(cx, "gpu_count", lambda: 8)
     frame = cx.collective_sizes(progress=False)
     run = fake_ranks[-1]
     assert run.n == 8 and run.config["backend"] == "nccl" and run.timeout_s == 600 and run.closed
@@ -157,14 +157,14 @@ def test_gpu_code_path_runs_nccl_on_every_gpu_and_predicts_nvlink(fake_gpu, fake
 
 
 def test_an_unknown_gpu_gets_no_prediction(fake_gpu, fake_ranks, monkeypatch):
-    monkeypatch.setattr(cx, "_gpu_count", lambda: 2)
+    monkeypatch.setattr(cx, "gpu_count", lambda: 2)
     with placement.use(spec=pk.device_spec("L4")):
         frame = cx.collective_sizes(quick=True, progress=False)
     assert set(frame["backend"]) == {"nccl"} and frame["predicted_s"].isna().all()
 
 
 def test_one_gpu_runs_gloo_on_the_cpu_and_says_so(fake_gpu, fake_ranks, monkeypatch, capsys):
-    monkeypatch.setattr(cx, "_gpu_count", lambda: 1)
+    monkeypatch.setattr(cx, "gpu_count", lambda: 1)
     frame = cx.collective_sizes(quick=True, progress=False)
     assert fake_ranks[-1].config["backend"] == "gloo" and fake_ranks[-1].n == 2
     assert set(frame["backend"]) == {"gloo"} and set(frame["device"]) == {"cpu"}
@@ -226,7 +226,7 @@ def test_two_gpus_are_needed_and_a_cpu_run_beside_a_gpu_is_labelled_cpu(monkeypa
     monkeypatch.setattr(registry, "cuda_available", lambda: True)
     monkeypatch.setattr(registry, "current_device", lambda: SimpleNamespace(label="NVIDIA H200"))
     for gpus, missing in ((1, ["gpus2"]), (2, [])):
-        monkeypatch.setattr(registry, "_gpu_count", lambda gpus=gpus: gpus)
+        monkeypatch.setattr(registry, "gpu_count", lambda gpus=gpus: gpus)
         assert registry.missing_needs(exp) == missing
 
     columns = {"device": "where it ran", "time_s": "seconds"}

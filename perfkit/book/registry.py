@@ -191,14 +191,17 @@ def missing_needs(experiment: Experiment) -> list[str]:
             if not cuda_available():
                 missing.append("cuda")
         elif need == "gpus2":
-            if not cuda_available() or _gpu_count() < 2:
+            if gpu_count() < 2:
                 missing.append("gpus2")
         elif importlib.util.find_spec(need) is None:
             missing.append(need)
     return missing
 
 
-def _gpu_count() -> int:
+def gpu_count() -> int:
+    """CUDA GPUs torch sees (0 without CUDA): what the need ``"gpus2"`` asks for."""
+    if not cuda_available():
+        return 0
     import torch
 
     return torch.cuda.device_count()

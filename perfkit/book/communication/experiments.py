@@ -25,7 +25,7 @@ from ...measurement import Measurement, NoiseWarning, noise_message
 from ...placement import ensure_fits, resolve_device
 from ...units import GIGA, MiB
 from ..measure import known_names, measured_spec, sweep, timing_row
-from ..registry import register
+from ..registry import gpu_count, register
 from .workers import Ranks
 
 __all__ = ["BACKENDS", "COLLECTIVE_COLUMNS", "COLLECTIVE_DTYPES", "COLLECTIVE_OPS", "LINK_OF_GPU",
@@ -73,13 +73,6 @@ COLLECTIVE_COLUMNS: dict[str, str] = dict(
                 "whose link is not known")
 
 
-def _gpu_count() -> int:
-    """CUDA GPUs torch sees (0 without CUDA)."""
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
 def _cores() -> int:
     """CPU cores this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -88,7 +81,7 @@ def _cores() -> int:
 def _backend(backend: Any, device: str) -> tuple[str, str, int]:
     """(backend, device, GPUs): ``backend`` checked against :data:`BACKENDS` and this machine."""
     asked = one_of("backend", backend, BACKENDS)
-    gpus = _gpu_count() if device == "cuda" else 0
+    gpus = gpu_count() if device == "cuda" else 0
     if asked == "nccl" and gpus < 2:
         have = f"torch sees {gpus}" if device == "cuda" else "device='cpu' asks for none"
         raise ValueError(f"backend='nccl' needs at least 2 CUDA GPUs, one per rank; {have}: use backend='gloo' "

@@ -4,7 +4,7 @@
 Where perfkit is installed from is configured once, in ``_config.yml``: ``repository.url`` and
 ``repository.branch`` (the same keys give the Colab launch buttons their notebook). A Colab
 notebook is all Colab fetches, so each chapter must carry the install line itself; this script
-generates it, and ``tests/test_book.py`` fails when a chapter's cell differs from what the
+generates it, and ``tests/book/test_book.py`` fails when a chapter's cell differs from what the
 script would write. The cell never touches torch: Colab's own CUDA build must stay.
 
 Usage::

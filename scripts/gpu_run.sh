@@ -165,7 +165,7 @@ if wants calibrate; then
 fi
 
 if wants kernels; then
-    step kernels "$OUT/kernels.log" "$PY" -m pytest -m gpu -q tests/test_persistent_rnn.py tests/test_kernels.py \
+    step kernels "$OUT/kernels.log" "$PY" -m pytest -m gpu -q tests/core/test_persistent_rnn.py tests/core/test_kernels.py \
         -p no:cacheprovider -o addopts="" -o testpaths=tests
 fi
 
@@ -187,7 +187,7 @@ if wants record; then
 fi
 
 if wants tests; then
-    step tests "$OUT/gpu_tests.log" "$PY" -m pytest -m gpu -q tests -p no:cacheprovider -o addopts="" -o testpaths=tests --continue-on-collection-errors --ignore=tests/test_book.py
+    step tests "$OUT/gpu_tests.log" "$PY" -m pytest -m gpu -q tests -p no:cacheprovider -o addopts="" -o testpaths=tests --continue-on-collection-errors --ignore=tests/book/test_book.py
 fi
 
 if wants bench; then

@@ -4,7 +4,7 @@ Runs before any test module (and before nbval starts a chapter kernel), so envir
 variables set here reach the chapter kernels and the book build too:
 
 - ``MPLBACKEND=Agg``: no display is needed in pytest or in nbval's kernels. The book build
-  (tests/test_book.py) keeps Agg: perfkit's figures show themselves as a cell's result.
+  (tests/book/test_book.py) keeps Agg: perfkit's figures show themselves as a cell's result.
 - ``TRITON_INTERPRET=1`` when there is no CUDA GPU: Triton kernels then run under Triton's
   interpreter on the CPU. It must be set before anything imports triton.
 - ``PERFKIT_CACHE`` points at an empty folder of this session: a device profile the developer saved

@@ -1,6 +1,6 @@
 """What an executed chapter must show: every figure call drew an image or a styled note.
 
-Used by tests/test_book.py on the notebooks the book build executed (with ``MPLBACKEND=Agg``),
+Used by tests/book/test_book.py on the notebooks the book build executed (with ``MPLBACKEND=Agg``),
 and runnable by hand on any executed notebook::
 
     python tests/output_checks.py _build/jupyter_execute/chapters/02_gemm.ipynb

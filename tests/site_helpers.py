@@ -1,4 +1,4 @@
-"""Helpers for tests/test_book.py: the table of contents, building the book, serving the
+"""Helpers for tests/book/test_book.py: the table of contents, building the book, serving the
 built site on loopback, and answering the widget CDN URLs from local npm tarballs.
 
 Nothing here fetches anything from the network except ``npm pack`` of two pinned widget

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "perfkit"
+from testkit import PACKAGE
 MODULES = sorted(PACKAGE.rglob("*.py"))
 MAX_LINES = 400
 

@@ -15,7 +15,7 @@ from perfkit.__main__ import main
 from perfkit.devices import current_device
 from perfkit.book.registry import REGISTRY, register
 
-REPO = Path(__file__).resolve().parent.parent
+from testkit import REPO
 COLUMNS = {"n": "problem size (elements)", "time_s": "duration (s)"}
 
 

@@ -21,7 +21,7 @@ import pytest
 
 import perfkit
 
-REPO = Path(__file__).resolve().parent.parent
+from testkit import REPO
 
 
 def _pyproject() -> dict:

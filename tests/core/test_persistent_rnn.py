@@ -18,13 +18,14 @@ import torch
 
 from perfkit.kernels import (PersistentPlan, max_persistent_hidden, persistent_rnn, persistent_rnn_plan,
                              rnn_reference)
+from testkit import SCRIPTS
 
 HAS_CUDA = torch.cuda.is_available()
 HAS_CUPY = importlib.util.find_spec("cupy") is not None
 H100 = dict(sms=132, smem_per_block_bytes=227 * 1024)  # opt-in shared memory per block
 A100 = dict(sms=108, smem_per_block_bytes=163 * 1024)
 T4 = dict(sms=40, smem_per_block_bytes=64 * 1024)
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "check_cuda_source.py"
+SCRIPT = SCRIPTS / "check_cuda_source.py"
 pytestmark = pytest.mark.filterwarnings("ignore::perfkit.timing.NoiseWarning")
 
 

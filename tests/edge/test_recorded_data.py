@@ -14,7 +14,7 @@ from perfkit.calibration.recorded import PROFILE_FILE
 from perfkit.data import recordings
 from perfkit.validation import half_labels, validation_frames
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+from testkit import DATA
 GPU_RECORDINGS = recordings(DATA)
 GPU_RECORDINGS = GPU_RECORDINGS[GPU_RECORDINGS["device_kind"] == "gpu"]
 pytestmark = pytest.mark.skipif(GPU_RECORDINGS.empty, reason="no GPU recording in data/")

@@ -19,7 +19,7 @@ from perfkit import data
 from perfkit.__main__ import main
 from perfkit.published_data import CATALOG, HOW_TO_GET, PublishedDataMissing, has_published
 
-REPO = Path(__file__).resolve().parent.parent
+from testkit import REPO
 GPUS = {"v100": ("Tesla V100-SXM2", "V100-SXM2", "2019"), "p100": ("Tesla P100", "P100-PCIe", "2018")}
 KINDS = {"gemm": 160, "conv": 94, "rnn": 53}  # rows per GPU and per dtype
 REQUIRED = ("experiment", "kind", "description", "device_name", "device", "device_kind", "device_note",

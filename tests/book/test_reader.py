@@ -2,7 +2,7 @@
 (perfkit.book.problems), interactive figures that move without a kernel (perfkit.interactive), the
 book-wide verdict table (perfkit.book.scorecard), and code that fits the page.
 
-Chapter-specific checks live in tests/test_reader_<chapter>.py.
+Chapter-specific checks live in tests/book/<chapter>/test_<chapter>_reader.py.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import perfkit as pk
 from perfkit.book import problems as exercises
 from perfkit.book.problems import Check, Exercise
 
-REPO = Path(__file__).resolve().parent.parent
+from testkit import REPO
 CHAPTERS = sorted(p.stem for p in (REPO / "chapters").glob("*.md"))
 MAX_CODE_LINE = 88
 

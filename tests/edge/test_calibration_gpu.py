@@ -1,6 +1,6 @@
 """The calibration on a real GPU (marked ``gpu``: skipped without one; ``scripts/gpu_run.sh`` runs it).
 
-The same checks as on a CPU (tests/test_calibration.py), on the GPU in use, and the bfloat16
+The same checks as on a CPU (tests/edge/test_calibration.py), on the GPU in use, and the bfloat16
 ceiling against the published achievable figure: the MAMF finder's best H100 SXM BF16 GEMM,
 794.5 TFLOP/s of the 989.4 dense peak (Stas Bekman's ml-engineering, 2025; "H200 is the same").
 """

@@ -1,7 +1,7 @@
 """End-to-end checks that need a CUDA GPU: every chapter as a script, and quick recordings that
 must be physically possible (no TFLOP/s above the vendor peak, no GB/s above the memory bandwidth).
 
-Run on a GPU machine with ``python -m pytest -m gpu tests -o addopts="" --ignore=tests/test_book.py``.
+Run on a GPU machine with ``python -m pytest -m gpu tests -o addopts="" --ignore=tests/book/test_book.py``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 import perfkit as pk
 
 pytestmark = pytest.mark.gpu
-REPO = Path(__file__).resolve().parents[1]
+from testkit import REPO
 
 
 def test_every_chapter_runs_as_a_script_on_the_gpu(tmp_path):

@@ -20,10 +20,11 @@ from perfkit.collectives import (ALGORITHMS, BASE_LATENCY_S, NVLS_EFFICIENCY, NV
                                  bus_bandwidth, bus_factor, collective_time, crossover_bytes, data_parallel_step,
                                  explain_collective)
 from perfkit.interconnects import KNOWN_LINKS, LinkSpec, link_spec
+from testkit import SCRIPTS
 
 GiB, MiB = 2**30, 2**20
 NVLINK4_B = 450e9 * 20.6 / 25  # 370.8 GB/s: NCCL's 20.6 GB/s per 25 GB/s link
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "validate_collectives.py"
+SCRIPT = SCRIPTS / "validate_collectives.py"
 
 
 # ----------------------------------------------------------------------------------------- the link table

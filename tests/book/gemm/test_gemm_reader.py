@@ -15,8 +15,9 @@ from perfkit.book import problems as exercises
 from perfkit.book.gemm import interactive as igemm
 from perfkit.book.interactive import MAX_HTML_BYTES, InteractiveFigure, html_bytes, rounded
 from perfkit.book.gemm import verdict as vgemm
+from testkit import CHAPTERS
 
-CHAPTER = Path(__file__).resolve().parent.parent / "chapters" / "02_gemm.md"
+CHAPTER = CHAPTERS / "02_gemm.md"
 H100 = pk.device_spec("H100-SXM")
 TILE = (256, 128)
 

@@ -21,6 +21,7 @@ from perfkit.book.interactive import MAX_HTML_BYTES, html_bytes  # noqa: E402
 from perfkit.provenance import modelled  # noqa: E402
 from perfkit.units import TERA, format_time  # noqa: E402
 from figure_helpers import steps as _steps  # noqa: E402
+from testkit import CHAPTERS
 
 H100, V100, A100 = (pk.device_spec(n) for n in ("H100-SXM", "V100-SXM2", "A100-SXM4-80GB"))
 OPS = pk.roofline.nvidia_example_operations("float16")
@@ -213,7 +214,7 @@ def test_background_plausible_wrong_answers(exercise_id, slip, status, words):
 def test_background_exercise_answers_in_the_chapter():
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parent.parent / "chapters" / "01_background.md").read_text(encoding="utf-8")
+    text = (CHAPTERS / "01_background.md").read_text(encoding="utf-8")
     problems = text[text.index("\n## Problems"):]
     assert text.index("## What to take away") < text.index("\n## Problems")
     for ex in exercises.all_exercises("01_background"):

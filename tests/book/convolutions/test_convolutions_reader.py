@@ -15,9 +15,10 @@ from perfkit.book.convolutions.analysis import DB_COLUMNS, conv_flops, conv_shap
 from perfkit.book.convolutions import interactive as ic
 from perfkit.book.interactive import MAX_HTML_BYTES, html_bytes
 from perfkit.book.convolutions import verdict as vc
+from testkit import CHAPTERS
 
 H100, V100 = pk.device_spec("H100-SXM"), pk.device_spec("V100-SXM2")
-CHAPTER = Path(__file__).resolve().parent.parent / "chapters" / "05_convolutions.md"
+CHAPTER = CHAPTERS / "05_convolutions.md"
 
 #: Tests that read DeepBench's published tables (kept outside the repository) skip without them.
 needs_deepbench = pytest.mark.skipif(

@@ -21,6 +21,7 @@ from perfkit.book.interactive import MAX_HTML_BYTES, html_bytes  # noqa: E402
 from perfkit.book.timing.figures import plot_timers  # noqa: E402
 from perfkit.units import format_percent, format_time  # noqa: E402
 from figure_helpers import steps as _steps  # noqa: E402
+from testkit import CHAPTERS
 
 #: Four calls of 2 ms, then one of 20 ms, and again: the chapter's "sometimes slow" function.
 SLOW_EVERY_FIFTH = np.array([0.020 if i % 5 == 4 else 0.002 + 1e-6 * i for i in range(30)])
@@ -151,7 +152,7 @@ def test_timing_plausible_wrong_answers(exercise_id, slip, status, words):
 def test_timing_exercise_answers_in_the_chapter():
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parent.parent / "chapters" / "90_timing.md").read_text(encoding="utf-8")
+    text = (CHAPTERS / "90_timing.md").read_text(encoding="utf-8")
     problems = text[text.index("\n## Problems"):]
     for ex in exercises.all_exercises("90_timing"):
         assert f'problems.check("{ex.id}", None)' in problems

@@ -25,7 +25,8 @@ The public API (``perfkit.__all__``), by concept; each concept is one module of 
 - timing: :func:`bench`, :class:`Measurement`
 - layers: :func:`padded_linear`, :func:`padded_conv2d` (padded copies, same outputs)
 - the advisor (the book's rules applied to your model): :func:`advise`
-- data: :func:`run_or_load` (live on a GPU, else the recording in ``data/``), :func:`record`,
+- data: :func:`run_or_load` (live on a GPU, else the recording in ``data/``), :func:`record`
+  (both from :mod:`perfkit.experiments`, the experiment machinery),
   :func:`published` / :func:`published_or_none` / :func:`published_sources` (third-party
   measurements, read from a folder outside the package), :func:`source_of` (what a frame rests on)
 - what a notebook shows besides figures: :func:`note`, :func:`table`, :func:`device_card`
@@ -33,8 +34,10 @@ The public API (``perfkit.__all__``), by concept; each concept is one module of 
 Everything else is one module away: ``pk.gemm_model``, ``pk.memory_model``, ``pk.provenance``,
 ``pk.interconnects`` (``KNOWN_LINKS``), ``pk.collectives`` (``bus_bandwidth``, ``crossover_bytes``),
 ``pk.kernels`` (Triton and CuPy kernels), ``pk.zoo`` (architectures built in code),
-``pk.validation`` (the model against every published and recorded GEMM). The book's machinery,
-one folder per chapter, is :mod:`perfkit.book` (``from perfkit.book import gemm``).
+``pk.validation`` (the model against every published and recorded GEMM), ``pk.experiments`` (the
+registry, the recorder). The book's machinery, one folder per chapter, is :mod:`perfkit.book`
+(``from perfkit.book import gemm``); the experiments' catalog, ``perfkit.book.chapters.EXPERIMENTS``,
+is given to the registry by name below, so ``import perfkit`` imports nothing of the book.
 
 Units everywhere: seconds, bytes, FLOP, FLOP/s, bytes/s.
 """
@@ -45,8 +48,6 @@ import importlib as _importlib
 import importlib.util as _util
 
 from ._version import __version__
-from .book.record import record
-from .book.run import run_or_load
 from .calibration import calibrate, calibrated, current_device
 from .ceilings import Ceilings, achievable_ceilings
 from .collectives import collective_time, data_parallel_step, explain_collective
@@ -54,6 +55,9 @@ from .devices import KNOWN_DEVICES, DeviceSpec, device_spec
 from .devices import cuda_available as _cuda_available
 from .display import device_card, note, table
 from .dtypes import DTYPES, canonical_dtype, itemsize
+from .experiments import registry as _registry
+from .experiments.record import record
+from .experiments.run import run_or_load
 from .gemm_model import explain_gemm, predict_gemm_time
 from .interconnects import link_spec
 from .memory_model import chain_bytes, layer_bytes, memory_time, predict_layer_time
@@ -65,6 +69,10 @@ from .shapes import conv_gemms, linear_gemms, rnn_gemms
 from .timing import Measurement, bench
 from .transformer import (attention_bytes, attention_flops, attention_gemms, decode_step_bytes,
                           predict_attention_time, predict_decode_time)
+
+# The experiments' catalog (name → the chapter module that registers it), by name: nothing of the book
+# is imported until an experiment is asked for.
+_registry.use_catalog("perfkit.book.chapters")
 
 __all__ = [
     "DeviceSpec", "device_spec", "current_device", "calibrated", "calibrate", "KNOWN_DEVICES",

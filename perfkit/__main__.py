@@ -11,7 +11,7 @@
   ``published fetch [NAME ...] [--into DIR] [--mirror URL=PATH ...] [--allow-mismatch]``: obtain each
   from its public repository at the pinned commit and extract the same rows (checksummed);
 - ``record [EXPERIMENT ...] --out DIR [--quick] [--archive FILE.tar.gz] [--no-progress] [--no-resume]``:
-  measure and write ``DIR/<device-slug>/<experiment>.csv`` + ``.json`` (see :mod:`perfkit.book.record`).
+  measure and write ``DIR/<device-slug>/<experiment>.csv`` + ``.json`` (see :mod:`perfkit.experiments.record`).
 - ``advise package.module:build_model --input 8x3x224x224 [--input 8x1024:int64] [--dtype bfloat16]
   [--spec H100-SXM] [--inference] [--no-meta] [--csv FILE] [--step-time SECONDS]``: build the model (on
   the meta device unless ``--no-meta``: no weight is allocated), run :func:`perfkit.advise` on inputs
@@ -33,9 +33,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .advisor import advise
-from .book.record import RecordingFailed, archive, record
-from .book.registry import REGISTRY as registry
+from .experiments.record import RecordingFailed, archive, record
+from .experiments.registry import REGISTRY as registry
 from .data import data_root, recordings
 from .calibration import calibrate, current_device
 from .devices import cuda_available
@@ -144,6 +143,8 @@ def _input(text: str, meta: bool):
 def _advise(args: argparse.Namespace) -> int:
     import torch
 
+    from .advisor import advise  # torch: imported for this command only, so `perfkit list` stays quick
+
     module_name, _, attr = args.factory.partition(":")
     try:
         factory = getattr(importlib.import_module(module_name), attr) if attr else None
@@ -200,10 +201,11 @@ def _info() -> int:
 def _list(data: str | None) -> int:
 
     print("experiments:")
-    if not registry:
+    experiments = registry.items()  # each experiment's module imported (its figures are not)
+    if not experiments:
         print("  (none registered)")
-    w = max((len(n) for n in registry), default=0)
-    for name, exp in registry.items():
+    w = max((len(n) for n, _ in experiments), default=0)
+    for name, exp in experiments:
         needs = ",".join(exp.needs) or "-"
         first = exp.description.strip().splitlines()[0] if exp.description.strip() else ""
         print(f"  {name:<{w}}  needs: {needs:<18} {first}")
@@ -290,7 +292,7 @@ def _record(args: argparse.Namespace) -> int:
     unknown = [n for n in args.experiments if n not in registry]
     if unknown:
         print(f"perfkit record: unknown experiment(s) {', '.join(map(repr, unknown))}; "
-              f"registered: {', '.join(registry) or 'none'}", file=sys.stderr)
+              f"registered: {', '.join(registry.names()) or 'none'}", file=sys.stderr)
         return 2
     code = 0
     try:

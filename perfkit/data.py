@@ -8,7 +8,7 @@ Layout (one folder per device, one CSV + one JSON per experiment)::
 ``<device-slug>`` is the driver's device name, lower-cased, with every run of characters other
 than ``a-z0-9`` replaced by one dash (``"NVIDIA H100 80GB HBM3"`` → ``"nvidia-h100-80gb-hbm3"``);
 see :func:`device_slug`. Files whose name starts with a dot (a rerun in progress or an interrupted
-rerun, see :mod:`perfkit.book.record`) are never read.
+rerun, see :mod:`perfkit.experiments.record`) are never read.
 
 The data root is, in order: the ``root`` argument, the ``PERFKIT_DATA`` environment variable, the
 ``data/`` folder beside the ``perfkit`` package (the repository's ``data/``). A CSV without its JSON

@@ -1,7 +1,7 @@
 """A frame's metadata, typed: what ``frame.attrs["meta"]`` says about where its rows come from.
 
 Three writers fill ``frame.attrs["meta"]`` with a plain dict (the recorder's JSON format, kept as it
-is): a live run (:func:`perfkit.book.registry.register`: ``live``, ``device_name``, ``device_kind``,
+is): a live run (:func:`perfkit.experiments.registry.register`: ``live``, ``device_name``, ``device_kind``,
 ``measured_at``, ``params``), a recording (:func:`perfkit.data.load`: the JSON the recorder wrote,
 with ``device``, ``recorded_at``, ``complete``) and a published table (``published_by``,
 ``published_date``, ``timing``, ``caveat``). Readers go through :class:`FrameMeta` and one answer to

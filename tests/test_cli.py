@@ -13,7 +13,7 @@ import pytest
 from perfkit import data
 from perfkit.__main__ import main
 from perfkit.devices import current_device
-from perfkit.book.registry import REGISTRY, register
+from perfkit.experiments.registry import REGISTRY, register
 
 from testkit import REPO
 COLUMNS = {"n": "problem size (elements)", "time_s": "duration (s)"}
@@ -54,6 +54,7 @@ def test_info(capsys):
         assert word in out
 
 
+@pytest.mark.slow  # spawns a process
 def test_info_as_a_module():
     r = subprocess.run([sys.executable, "-m", "perfkit", "info"], cwd=REPO, capture_output=True, text=True,
                        timeout=120, env=dict(os.environ, PYTHONPATH=str(REPO)))
@@ -98,7 +99,7 @@ def test_record_failure_exits_1_and_still_archives(tmp_path, fake_experiments, c
 def test_unknown_experiment_exits_2(tmp_path, fake_experiments, capsys):
     assert main(["record", "no_such_thing", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "no_such_thing" in err and "_cli_fake" in err
+    assert "no_such_thing" in err and "_cli_fake" in err and "gemm_sizes" in err and "decode_steps" in err
     assert not any(tmp_path.iterdir())
 
 
@@ -173,6 +174,7 @@ def test_code_cells_parsing():
     compile(cells[0], "cell", "exec")  # the magic inside `if` became `pass`: still valid Python
 
 
+@pytest.mark.slow  # spawns processes
 def test_run_chapters_script(tmp_path):
     chapter = tmp_path / "chapters" / "01_tiny.md"
     chapter.parent.mkdir()

@@ -30,6 +30,7 @@ def _pyproject() -> dict:
 
 
 def test_every_package_is_listed():
+    """Listed by hand (a [tool.setuptools.packages.find] cannot keep the data/ → perfkit._data mapping)."""
     listed = set(_pyproject()["tool"]["setuptools"]["packages"])
     found = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "perfkit").rglob("__init__.py")
              if "__pycache__" not in p.parts}
@@ -67,6 +68,7 @@ def _data_files() -> list[str]:
                   if p.is_file() and p.suffix in (".csv", ".json", ".md"))
 
 
+@pytest.mark.slow  # builds the package
 def test_sdist_and_wheel_contents(dist):
     version = perfkit.__version__
     sdist = _one(dist, f"perfkit-{version}.tar.gz")
@@ -79,6 +81,7 @@ def test_sdist_and_wheel_contents(dist):
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
     for needed in ["perfkit/__init__.py", "perfkit/book/gemm/problems.py", "perfkit/book/interactive.py",
+                   "perfkit/book/chapters.py", "perfkit/experiments/registry.py", "perfkit/experiments/record.py",
                    *(f"perfkit/_data/{f}" for f in _data_files())]:
         assert needed in names, f"the wheel lacks {needed}"
     assert not [n for n in names if n.startswith(("tests/", "chapters/", "data/"))], "the wheel carries non-package files"
@@ -89,6 +92,7 @@ def test_sdist_and_wheel_contents(dist):
     assert not csvs & {Path(e.file).name for e in CATALOG.values()}, "the wheel ships a published table"
 
 
+@pytest.mark.slow  # builds the package, spawns processes
 def test_wheel_installs_and_works_in_a_clean_venv(dist, tmp_path):
     wheel = _one(dist, "perfkit-*.whl")
     venv = tmp_path / "venv"

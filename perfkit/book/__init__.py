@@ -4,10 +4,10 @@
 frame analysis and figures; its ``problems``, ``verdict`` and ``interactive`` modules), and the
 core with ``import perfkit as pk``. Shared by the chapters:
 
-- :mod:`~perfkit.book.chapters`: the chapter list (folder → chapter file), the one place it is kept;
-- :mod:`~perfkit.book.registry`: the experiment registry (``register``, ``REGISTRY``, ``get``);
-  :mod:`~perfkit.book.measure`: what experiments share (devices, sweeps, rows);
-  :mod:`~perfkit.book.record`: the recorder that writes experiments' frames to ``data/``;
+- :mod:`~perfkit.book.chapters`: the chapter list (folder → chapter file) and the experiments'
+  catalog (``EXPERIMENTS``: name → the module that registers it), the one place each is kept;
+- :mod:`~perfkit.book.lazy`: what makes each chapter folder lazy (a name is imported from its
+  module when first asked for: importing an experiment module draws nothing);
 - :mod:`~perfkit.book.figures`: the figure helpers (``BookFigure``, headings, no-data notes);
   :mod:`~perfkit.book.interactive`: Plotly figures that work without a kernel;
   :mod:`~perfkit.book.widgets`: the ipywidgets explorers;
@@ -15,6 +15,9 @@ core with ``import perfkit as pk``. Shared by the chapters:
 - :mod:`~perfkit.book.verdict` (findings and their verdicts), :mod:`~perfkit.book.evidence`,
   :mod:`~perfkit.book.frames`, and :mod:`~perfkit.book.scorecard` (the book's table of verdicts);
 - :mod:`~perfkit.book.reader`: analysis frames with columns named for a reader.
+
+The experiment machinery the chapters register with (``register``, ``REGISTRY``, ``sweep``, the
+recorder, ``run_or_load``) is library code, one layer down: :mod:`perfkit.experiments`.
 
 Nothing here is imported by ``import perfkit``; each module is imported when first asked for.
 """

@@ -1,4 +1,4 @@
-"""perfkit.book.record: streaming rows to CSV, metadata, interruptions, reruns, the repo data/ guard."""
+"""perfkit.experiments.record: streaming rows to CSV, metadata, interruptions, reruns, the repo data/ guard."""
 
 import importlib
 import json
@@ -12,16 +12,16 @@ from perfkit import data
 from perfkit.data import device_slug, load
 from perfkit.devices import current_device
 from perfkit.environment import environment, perfkit_commit
-from perfkit.book.registry import REGISTRY, register
+from perfkit.experiments.registry import REGISTRY, register
 from perfkit.provenance import source_of
-from perfkit.book.record import RecordingFailed, archive, record
+from perfkit.experiments.record import RecordingFailed, archive, record
 
 META_KEYS = {"device_name", "device_kind", "sm_count", "driver", "cuda", "torch", "cupy", "triton", "perfkit",
              "perfkit_commit", "recorded_at", "finished_at", "complete", "experiment", "description", "columns",
              "params", "rows"}
 COLUMNS = {"n": "problem size (elements)", "time_s": "duration (s)"}
 DAY, COMMIT = "2026-11-22", "1" * 40  # a fixed past UTC day and a made-up commit: nothing depends on today
-RECORD = importlib.import_module("perfkit.book.record")  # the module (perfkit.book.record is also a function)
+RECORD = importlib.import_module("perfkit.experiments.record")  # the module (perfkit.experiments.record is also a function)
 
 
 @pytest.fixture
@@ -194,7 +194,7 @@ def test_resume_passes_skip_to_experiments_that_accept_it(tmp_path, fakes, monke
     import importlib
 
     # A recording resumes only on the day it began: a frozen clock, so a run across midnight (UTC) passes too.
-    monkeypatch.setattr(importlib.import_module("perfkit.book.record"), "_now", lambda: "2026-11-22T10:00:00+00:00")
+    monkeypatch.setattr(importlib.import_module("perfkit.experiments.record"), "_now", lambda: "2026-11-22T10:00:00+00:00")
     calls = []
     fail = {"at": 2}
 

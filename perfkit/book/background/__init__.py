@@ -2,24 +2,25 @@
 
 Its experiments (registered for the recorder), frame analysis and figures are importable from here
 (``from perfkit.book import background``); its modules: ``ceilings``, ``experiments``, ``figures``,
-``problems``, ``interactive``. ``interactive`` (Plotly) is imported when first asked for.
+``problems``, ``interactive``. Each is imported when first asked for (:mod:`perfkit.book.lazy`):
+importing the experiments draws nothing.
 """
 
 from __future__ import annotations
 
-import importlib
-
-from . import ceilings, experiments, figures, problems
-from .ceilings import ceiling_copy, ceiling_matmul
-from .experiments import per_wave, waves
-from .figures import plot_roofline, plot_tile_waves, plot_wave_model, plot_waves
+from ..lazy import lazy
 
 __all__ = ["ceiling_copy", "ceiling_matmul", "per_wave", "plot_roofline", "plot_tile_waves",
            "plot_wave_model", "plot_waves", "waves", "ceilings", "experiments", "figures", "problems",
            "interactive"]
 
+#: Each module of the folder → the names it provides here, imported when first asked for.
+_MODULES = {
+    "ceilings": ["ceiling_copy", "ceiling_matmul"],
+    "experiments": ["per_wave", "waves"],
+    "figures": ["plot_roofline", "plot_tile_waves", "plot_wave_model", "plot_waves"],
+    "problems": [],
+    "interactive": [],
+}
 
-def __getattr__(name: str):
-    if name == "interactive":  # Plotly: imported when asked for
-        return importlib.import_module(".interactive", __name__)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy(__name__, _MODULES)

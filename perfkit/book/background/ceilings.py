@@ -14,8 +14,8 @@ from ..._validate import dtype_names, positive_ints, sequence_of
 from ...matmul import matmul_fn, supports_dtype
 from ...placement import ensure_fits, resolve_device, timer
 from ...units import MiB
-from ..measure import gemm_bytes_needed, gemm_row, sweep, timing_row
-from ..registry import register
+from ...experiments.measure import gemm_bytes_needed, gemm_row, sweep, timing_row
+from ...experiments.registry import register
 
 #: Shapes searched per dtype on a GPU (square, wide, long-K; MAMF's best H100 shape is 2048×2048×13312).
 CEILING_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (16384, 8192, 8192), (8192, 8192, 16384),

@@ -8,8 +8,8 @@ from ..._validate import positive_int
 from ...kernels import spin_blocks_per_sm, spin_launcher
 from ...placement import measured_on, resolve_device, timer
 from ...quantization import cdiv
-from ..measure import sweep, timing_row
-from ..registry import register
+from ...experiments.measure import sweep, timing_row
+from ...experiments.registry import register
 
 __all__ = ["per_wave", "waves"]
 

@@ -15,13 +15,9 @@ from typing import Any, Callable
 import pandas as pd
 
 from ..._validate import dtype_name
-from ...advisor import advise
-from ...advisor import measure as advisor_measure
-from ...advisor.measure import op_key
 from ...placement import resolve_device
-from ...zoo import gpt2_small, llama, lstm_lm, resnet50
-from ..measure import known_names, measured_spec, sweep
-from ..registry import register
+from ...experiments.measure import known_names, measured_spec, sweep
+from ...experiments.registry import register
 
 __all__ = ["MODELS", "advisor_fixes", "advisor_layers", "finding_savings", "largest_savings", "model_inputs",
            "rule_summary", "step_summary"]
@@ -74,6 +70,8 @@ def model_inputs(name: str, device: str = "cpu", *, meta: bool = False) -> tuple
     "cpu": shrunk), built on the meta device when ``meta`` (nothing allocated)."""
     import torch
 
+    from ...zoo import gpt2_small, llama, lstm_lm, resnet50  # torch: imported when a model is built
+
     builders = {"gpt2_small": gpt2_small, "resnet50": resnet50, "lstm_lm": lstm_lm, "llama": llama}
     known_names("model", name, MODELS)
     builder, gpu_kw, cpu_kw, gpu_shape, cpu_shape = MODELS[name]
@@ -87,6 +85,7 @@ def model_inputs(name: str, device: str = "cpu", *, meta: bool = False) -> tuple
 
 
 def _advice(name: str, device: str, dtype: str):
+    from ...advisor import advise  # torch: imported when a model is advised
 
     model, x = model_inputs(name, device, meta=True)
     return advise(model, x, dtype, measured_spec(device))
@@ -113,6 +112,8 @@ def _run(models: list[str], device: str, dtype: str, each: Callable[[str, Any], 
 def advisor_layers(*, models=None, dtype="bfloat16", device="auto", quick=False, progress=True,
                    on_row=None) -> pd.DataFrame:
     """One row per distinct op of each model: measured and predicted seconds (GPU: ~200 timings)."""
+    from ...advisor import measure as advisor_measure  # torch: imported when run
+    from ...advisor.measure import op_key
 
     models, dtype, device = _setup(models, dtype, device, quick)
 
@@ -143,6 +144,8 @@ def advisor_layers(*, models=None, dtype="bfloat16", device="auto", quick=False,
 def advisor_fixes(*, models=None, dtype="bfloat16", device="auto", quick=False, progress=True,
                   on_row=None) -> pd.DataFrame:
     """One row per distinct (rule, op, fixed op) of each model: measured and predicted savings."""
+    from ...advisor import measure as advisor_measure  # torch: imported when run
+    from ...advisor.measure import op_key
 
     models, dtype, device = _setup(models, dtype, device, quick)
 

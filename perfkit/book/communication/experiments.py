@@ -24,8 +24,8 @@ from ...dtypes import itemsize
 from ...measurement import Measurement, NoiseWarning, noise_message
 from ...placement import ensure_fits, resolve_device
 from ...units import GIGA, MiB
-from ..measure import known_names, measured_spec, sweep, timing_row
-from ..registry import gpu_count, register
+from ...experiments.measure import known_names, measured_spec, sweep, timing_row
+from ...experiments.registry import gpu_count, register
 from .workers import Ranks
 
 __all__ = ["BACKENDS", "COLLECTIVE_COLUMNS", "COLLECTIVE_DTYPES", "COLLECTIVE_OPS", "LINK_OF_GPU",

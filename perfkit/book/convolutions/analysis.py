@@ -21,7 +21,7 @@ from ...gemm_model import explain_gemm
 from ...quantization import alignment
 from ...shapes import conv_gemms, conv_output_size
 from ...then_now import CONV_SHAPE, speedups
-from ..measure import predicted_s
+from ...experiments.measure import predicted_s
 from ..reader import CONV_NAMES, readable
 
 __all__ = ["CHANNEL_COLUMNS", "DB_COLUMNS", "DB_MEANINGS", "DEEPBENCH_CONVS", "PHASES", "PREDICTED", "SHAPE_COLUMNS", "TIME_COLUMNS",

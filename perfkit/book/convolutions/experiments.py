@@ -21,12 +21,11 @@ import pandas as pd
 from ..._validate import dtype_name, dtype_names, positive_int, sequence_of
 from ...dtypes import itemsize, torch_dtype
 from ...matmul import seeded_on
-from ...padding import padded_conv2d
 from ...placement import ensure_fits, resolve_device, tensor_device, timer
 from ...quantization import alignment
 from ...units import MiB
-from ..measure import measured_spec, sweep, timing_row
-from ..registry import register
+from ...experiments.measure import measured_spec, sweep, timing_row
+from ...experiments.registry import register
 from .analysis import (CHANNEL_COLUMNS, DB_COLUMNS, DB_MEANINGS, DEEPBENCH_CONVS, PHASES, PREDICTED, SHAPE_COLUMNS,
     TIME_COLUMNS, channel_effects, channel_points, conv_flops, conv_shape, db_shape, first_layer_effects, for_reader,
     layout_effects, layout_payback, model_agreement, model_row, param_effects, param_points, predicted_channels,
@@ -177,6 +176,8 @@ def _first_layer_fn(stem: str, channels: int, input_padding: str, phase: str, N:
     """One step of a first layer on a 3-channel batch: ``padded_conv2d`` to ``channels``, the input padded
     ``"once"`` (here, outside the timed function) or on ``"every step"`` (inside the module)."""
     import torch
+
+    from ...padding import padded_conv2d  # torch: imported when a first layer is built
 
     R, stride, pad = STEMS[stem]
     conv = torch.nn.Conv2d(3, 64, R, stride, pad, bias=False, device=tensor_device(device), dtype=torch_dtype(dtype))

@@ -19,13 +19,12 @@ from ..._validate import dtype_name, one_of, positive_int, sequence_of
 from ...dtypes import canonical_dtype, itemsize, torch_dtype
 from ...gemm_model import explain_gemm
 from ...matmul import matmul_fn, seeded_on
-from ...padding import padded_linear
 from ...placement import ensure_fits, resolve_device, timer
 from ...quantization import pad_to_multiple
 from ...roofline import arithmetic_intensity, gemm_bytes, gemm_flops
 from ...shapes import linear_gemms
-from ..measure import gemm_row, measured_spec, sweep, timing_row
-from ..registry import register
+from ...experiments.measure import gemm_row, measured_spec, sweep, timing_row
+from ...experiments.registry import register
 from .analysis import feature_effects, pass_overhead, vocab_savings  # noqa: F401  (re-exported)
 
 __all__ = ["FC_DTYPES", "PASS_LAYOUTS", "fc_batch", "fc_features", "fc_passes", "feature_effects",
@@ -36,7 +35,7 @@ __all__ = ["FC_DTYPES", "PASS_LAYOUTS", "fc_batch", "fc_features", "fc_passes", 
 FC_DTYPES = ("float16", "bfloat16", "float32")
 
 #: BLAS layout of each pass's GEMM as autograd runs it (torch's row-major names, A then B; see
-#: :func:`perfkit.book.measure.matmul_operands`): forward W·Xᵀ, dgrad Wᵀ·dYᵀ, wgrad Xᵀ·dY.
+#: :func:`perfkit.matmul.matmul_operands`): forward W·Xᵀ, dgrad Wᵀ·dYᵀ, wgrad Xᵀ·dY.
 PASS_LAYOUTS = {"forward": "NT", "dgrad": "TT", "wgrad": "TN"}
 
 _SHAPE = {"M": "GEMM rows (NVIDIA's table: out features in the forward pass)",
@@ -244,6 +243,8 @@ def _vocab_fn(phase, impl, multiple, V, I, T, dtype, device):
     ``"forward+backward"`` returns the gradients of the input and of every parameter (autograd.grad).
     """
     import torch
+
+    from ...padding import padded_linear  # torch: imported when a variant is built
 
     on, gen = seeded_on(device)
     dt = torch_dtype(dtype)

@@ -2,21 +2,13 @@
 
 Its experiments (registered for the recorder), frame analysis and figures are importable from here
 (``from perfkit.book import gemm``); its modules: ``experiments``, ``figures``, ``problems``,
-``published``, ``recorded``, ``verdict``, ``interactive``. ``interactive`` (Plotly) is imported when first asked
-for.
+``published``, ``recorded``, ``verdict``, ``interactive``. Each is imported when first asked for
+(:mod:`perfkit.book.lazy`): importing the experiments draws nothing.
 """
 
 from __future__ import annotations
 
-import importlib
-
-from . import experiments, figures, problems, published, recorded, verdict
-from .experiments import (GEMM_DTYPES, alignment_penalty, alignment_summary, gemm_alignment, gemm_sizes,
-    gemm_small_n, gemm_tile_quantization, gemm_tile_sizes, gemm_transposes, gemm_waves, measure_gemm,
-    size_throughput)
-from .figures import (plot_alignment, plot_fp8_published, plot_gemm_sizes, plot_h100_batched, plot_h100_sizes,
-    plot_layout_spread, plot_predicted_vs_measured, plot_quantization_sweep, plot_small_n, plot_throughput_vs_work,
-    plot_tile_sizes, plot_transposes)
+from ..lazy import lazy
 
 __all__ = ["GEMM_DTYPES", "alignment_penalty", "alignment_summary", "gemm_alignment", "gemm_sizes",
            "gemm_small_n", "gemm_tile_quantization", "gemm_tile_sizes", "gemm_transposes", "gemm_waves",
@@ -26,8 +18,19 @@ __all__ = ["GEMM_DTYPES", "alignment_penalty", "alignment_summary", "gemm_alignm
            "size_throughput", "experiments", "figures", "problems", "published", "recorded", "verdict",
            "interactive"]
 
+#: Each module of the folder → the names it provides here, imported when first asked for.
+_MODULES = {
+    "experiments": ["GEMM_DTYPES", "alignment_penalty", "alignment_summary", "gemm_alignment", "gemm_sizes",
+        "gemm_small_n", "gemm_tile_quantization", "gemm_tile_sizes", "gemm_transposes", "gemm_waves", "measure_gemm",
+        "size_throughput"],
+    "figures": ["plot_alignment", "plot_fp8_published", "plot_gemm_sizes", "plot_h100_batched", "plot_h100_sizes",
+        "plot_layout_spread", "plot_predicted_vs_measured", "plot_quantization_sweep", "plot_small_n",
+        "plot_throughput_vs_work", "plot_tile_sizes", "plot_transposes"],
+    "problems": [],
+    "published": [],
+    "recorded": [],
+    "verdict": [],
+    "interactive": [],
+}
 
-def __getattr__(name: str):
-    if name == "interactive":  # Plotly: imported when asked for
-        return importlib.import_module(".interactive", __name__)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy(__name__, _MODULES)

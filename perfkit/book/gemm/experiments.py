@@ -19,8 +19,8 @@ from ...matmul import matmul_fn, matmul_operands, supports_dtype
 from ...placement import ensure_fits, measured_on, resolve_device, timer
 from ...quantization import alignment, wave_quantization
 from ...roofline import arithmetic_intensity, gemm_bytes
-from ..measure import gemm_bytes_needed, gemm_row, predicted_s, require_gpu, sweep
-from ..registry import register
+from ...experiments.measure import gemm_bytes_needed, gemm_row, predicted_s, require_gpu, sweep
+from ...experiments.registry import register
 
 GEMM_COLUMNS = {
     "M": "rows of A and C", "N": "columns of B and C", "K": "inner dimension",

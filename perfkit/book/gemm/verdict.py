@@ -27,7 +27,7 @@ from ...then_now import counterpart, layout_spread
 from ...validation import with_predictions
 from ..evidence import frame_of, from_model, from_published, modern, prefer, today, xla_rows
 from ..frames import gpu_rows, is_cpu, recorded
-from ..measure import predicted_s
+from ...experiments.measure import predicted_s
 from ..verdict import Evidence, Finding, finding
 from ..verdict import instead_of as _instead
 from .experiments import alignment_penalty

@@ -1,24 +1,15 @@
 """Memory-limited layers: time is bytes (``chapters/06_memory_limited.md``): the chapter's machinery in one folder.
 
 Its experiments (registered for the recorder), frame analysis and figures are importable from here
-(``from perfkit.book import memory_limited``); its modules: ``convnet``, ``experiments``,
-``figures``, ``fusion``, ``fusion_figures``, ``problems``, ``published``, ``stream``, ``verdict``,
-``interactive``. ``interactive`` (Plotly) is imported when first asked for.
+(``from perfkit.book import memory_limited``); its modules: ``convnet``, ``experiments``, ``figures``,
+``fusion``, ``fusion_figures``, ``problems``, ``published``, ``stream``, ``verdict``, ``interactive``.
+Each is imported when first asked for (:mod:`perfkit.book.lazy`): importing the experiments draws
+nothing.
 """
 
 from __future__ import annotations
 
-import importlib
-
-from . import convnet, experiments, figures, fusion, fusion_figures, problems, published, stream, verdict
-from .convnet import NETWORKS, convnet_breakdown, memory_share, network_layers, predicted_breakdown
-from .experiments import (ACTIVATION_OPS, LAYOUTS, MEMORY_DTYPES, POOL_INDEX_ITEMSIZE, POOL_WINDOWS,
-    activation_sizes, bandwidth_fit, batchnorm_bytes, batchnorm_sizes, byte_table, for_reader, layout_speedup,
-    pool_sizes, predicted_activations)
-from .figures import (plot_activation_sizes, plot_bandwidth_vs_occupancy, plot_batchnorm_sizes, plot_pool_sizes,
-    plot_published_time_vs_bytes)
-from .fusion import CHAINS, MODES, PHASES, compiler_missing, fusion_chains, fusion_savings, predicted_chains, tail_bytes
-from .fusion_figures import plot_fusion, plot_fusion_published, plot_network_breakdown
+from ..lazy import lazy
 
 __all__ = ["ACTIVATION_OPS", "CHAINS", "LAYOUTS", "MEMORY_DTYPES", "MODES", "NETWORKS", "PHASES",
            "POOL_INDEX_ITEMSIZE", "POOL_WINDOWS", "activation_sizes", "bandwidth_fit", "batchnorm_bytes",
@@ -30,8 +21,22 @@ __all__ = ["ACTIVATION_OPS", "CHAINS", "LAYOUTS", "MEMORY_DTYPES", "MODES", "NET
            "predicted_chains", "tail_bytes", "convnet", "experiments", "figures", "fusion", "fusion_figures",
            "problems", "published", "stream", "verdict", "interactive"]
 
+#: Each module of the folder → the names it provides here, imported when first asked for.
+_MODULES = {
+    "convnet": ["NETWORKS", "convnet_breakdown", "memory_share", "network_layers", "predicted_breakdown"],
+    "experiments": ["ACTIVATION_OPS", "LAYOUTS", "MEMORY_DTYPES", "POOL_INDEX_ITEMSIZE", "POOL_WINDOWS",
+        "activation_sizes", "bandwidth_fit", "batchnorm_bytes", "batchnorm_sizes", "byte_table", "for_reader",
+        "layout_speedup", "pool_sizes", "predicted_activations"],
+    "figures": ["plot_activation_sizes", "plot_bandwidth_vs_occupancy", "plot_batchnorm_sizes", "plot_pool_sizes",
+        "plot_published_time_vs_bytes"],
+    "fusion": ["CHAINS", "MODES", "PHASES", "compiler_missing", "fusion_chains", "fusion_savings",
+        "predicted_chains", "tail_bytes"],
+    "fusion_figures": ["plot_fusion", "plot_fusion_published", "plot_network_breakdown"],
+    "problems": [],
+    "published": [],
+    "stream": [],
+    "verdict": [],
+    "interactive": [],
+}
 
-def __getattr__(name: str):
-    if name == "interactive":  # Plotly: imported when asked for
-        return importlib.import_module(".interactive", __name__)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy(__name__, _MODULES)

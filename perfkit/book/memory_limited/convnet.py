@@ -22,8 +22,8 @@ from ...memory_model import layer_bytes, memory_time
 from ...placement import ensure_fits, lean_bench, resolve_device
 from ...shapes import conv_gemms, linear_gemms
 from ...timing import Measurement
-from ..measure import known_names, layer_op, measured_spec, predicted_s, seeded_randn, sweep, timing_or_nan
-from ..registry import register
+from ...experiments.measure import known_names, layer_op, measured_spec, predicted_s, seeded_randn, sweep, timing_or_nan
+from ...experiments.registry import register
 
 __all__ = ["NETWORKS", "convnet_breakdown", "memory_share", "network_layers", "predicted_breakdown"]
 

@@ -22,9 +22,9 @@ from ...memory_model import PASSES as _PASSES
 from ...memory_model import layer_bytes, memory_time, pool_output_shape, predict_layer_time
 from ...placement import ensure_fits, lean_bench, resolve_device
 from ...units import GIGA
-from ..measure import measured_spec, sweep, timing_row
+from ...experiments.measure import measured_spec, sweep, timing_row
 from ..reader import MEMORY_NAMES, readable
-from ..registry import register
+from ...experiments.registry import register
 
 __all__ = ["ACTIVATION_OPS", "LAYOUTS", "MEMORY_DTYPES", "POOL_INDEX_ITEMSIZE", "POOL_WINDOWS", "activation_sizes",
            "bandwidth_fit", "batchnorm_bytes", "batchnorm_sizes", "byte_table", "for_reader", "layout_speedup",

@@ -23,8 +23,8 @@ from ...memory_model import chain_bytes, layer_bytes, memory_time
 from ...placement import ensure_fits, lean_bench, one_cpu_thread, resolve_device
 from ...shapes import conv_gemms, linear_gemms
 from ...timing import Measurement
-from ..measure import known_names, layer_op, measured_spec, predicted_s, seeded_randn, sweep, timing_or_nan
-from ..registry import register
+from ...experiments.measure import known_names, layer_op, measured_spec, predicted_s, seeded_randn, sweep, timing_or_nan
+from ...experiments.registry import register
 
 __all__ = ["CHAINS", "MODES", "PHASES", "compiler_missing", "fusion_chains", "fusion_savings",
            "predicted_chains", "tail_bytes"]

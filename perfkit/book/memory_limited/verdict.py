@@ -24,7 +24,7 @@ from ...memory_model import layer_bytes, memory_time
 from ...provenance import source_of
 from ..evidence import as_measured, frame_of, from_model, from_published, modern, number, prefer, today
 from ..frames import gpu_rows, recorded, spec_of
-from ..run import run_or_load
+from ...experiments.run import run_or_load
 from ..timing.published import launch_bound_bytes
 from ..verdict import Evidence, Finding, finding, instead_of
 from . import convnet, fusion

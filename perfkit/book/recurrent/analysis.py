@@ -17,7 +17,7 @@ from ...devices import DeviceSpec
 from ...dtypes import canonical_dtype
 from ...shapes import rnn_gemms
 from ...then_now import RNN_SHAPE, layout_spread, speedups
-from ..measure import predicted_s
+from ...experiments.measure import predicted_s
 
 __all__ = ["DEEPBENCH_LAYERS", "batch_effects", "combine_speedup", "combine_summary", "deepbench_comparable", "layer_count",
            "layer_speedups", "layout_table", "persistent_summary", "predicted_layers", "throughput_ratio",

@@ -28,8 +28,8 @@ from ...placement import ensure_fits, measured_on, resolve_device, tensor_device
 from ...roofline import gemm_bytes
 from ...shapes import RNN_GATES, rnn_gemms
 from ...units import format_time
-from ..measure import gemm_row, predicted_s, require_gpu, sweep, timing_row
-from ..registry import register
+from ...experiments.measure import gemm_row, predicted_s, require_gpu, sweep, timing_row
+from ...experiments.registry import register
 from .analysis import DEEPBENCH_LAYERS, combine_speedup, deepbench_comparable, throughput_ratio
 
 __all__ = ["CELLS", "DEEPBENCH_LAYERS", "PERSISTENT_ATOL", "combine_speedup", "deepbench_comparable", "gemm_loop",

@@ -26,7 +26,7 @@ from ...shapes import rnn_gemms
 from ...then_now import counterpart, layout_spread
 from ..evidence import frame_of, from_model, from_published, modern, number, prefer, today, xla_rows
 from ..frames import gpu_rows, recorded
-from ..measure import predicted_s
+from ...experiments.measure import predicted_s
 from ..verdict import Evidence, Finding, finding, instead_of
 from .analysis import combine_speedup, deepbench_comparable, throughput_ratio
 from .experiments import DEEPBENCH_LAYERS

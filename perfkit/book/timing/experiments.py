@@ -9,8 +9,8 @@ import pandas as pd
 from ...matmul import matmul_fn
 from ...placement import ensure_fits, resolve_device, timer
 from ...units import MiB, format_time
-from ..measure import sweep
-from ..registry import register
+from ...experiments.measure import sweep
+from ...experiments.registry import register
 
 
 def timer_cases(device: str, quick: bool = False) -> dict:

@@ -2,29 +2,31 @@
 machinery in one folder.
 
 Its experiments (registered for the recorder: ``attention_backends``, ``attention_head_dims``,
-``decode_steps``), the model's frames and the effects the verdicts read, and its figures are
-importable from here (``from perfkit.book import transformers``); its modules: ``analysis``,
-``decoding``, ``experiments``, ``figures``, ``problems``, ``verdict``, ``interactive``. ``interactive`` (Plotly)
-is imported when first asked for. The models themselves are in the core: :mod:`perfkit.transformer`.
+``decode_steps``), the model's frames and the effects the verdicts read, and its figures are importable
+from here (``from perfkit.book import transformers``); its modules: ``analysis``, ``decoding``,
+``experiments``, ``figures``, ``problems``, ``verdict``, ``interactive``. Each is imported when first
+asked for (:mod:`perfkit.book.lazy`): importing the experiments draws nothing. The models themselves are
+in the core: :mod:`perfkit.transformer`.
 """
 
 from __future__ import annotations
 
-import importlib
-
-from . import analysis, decoding, experiments, figures, problems, verdict
-from .analysis import block_costs, predicted_attention, predicted_decode
-from .decoding import CPU_MODEL, GPU_MODEL, DecodeModel, decode_model, decode_steps
-from .experiments import ATTENTION_BACKENDS, attention_backends, attention_head_dims
-from .figures import plot_attention, plot_attention_memory, plot_decode, plot_head_dims
+from ..lazy import lazy
 
 __all__ = ["ATTENTION_BACKENDS", "CPU_MODEL", "GPU_MODEL", "DecodeModel", "attention_backends",
            "attention_head_dims", "block_costs", "decode_model", "decode_steps", "plot_attention",
            "plot_attention_memory", "plot_decode", "plot_head_dims", "predicted_attention", "predicted_decode",
            "analysis", "decoding", "experiments", "figures", "problems", "verdict", "interactive"]
 
+#: Each module of the folder → the names it provides here, imported when first asked for.
+_MODULES = {
+    "analysis": ["block_costs", "predicted_attention", "predicted_decode"],
+    "decoding": ["CPU_MODEL", "GPU_MODEL", "DecodeModel", "decode_model", "decode_steps"],
+    "experiments": ["ATTENTION_BACKENDS", "attention_backends", "attention_head_dims"],
+    "figures": ["plot_attention", "plot_attention_memory", "plot_decode", "plot_head_dims"],
+    "problems": [],
+    "verdict": [],
+    "interactive": [],
+}
 
-def __getattr__(name: str):
-    if name == "interactive":  # Plotly: imported when asked for
-        return importlib.import_module(".interactive", __name__)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy(__name__, _MODULES)

@@ -18,8 +18,8 @@ from ...dtypes import itemsize, torch_dtype
 from ...matmul import seeded_on
 from ...placement import ensure_fits, lean_bench, resolve_device
 from ...transformer import decode_step_bytes, predict_decode_time
-from ..measure import sweep, timing_row
-from ..registry import register
+from ...experiments.measure import sweep, timing_row
+from ...experiments.registry import register
 from .experiments import TIMING_COLUMNS, gpu_spec, pick, predicted_time, setup
 
 __all__ = ["CPU_MODEL", "DECODE_COLUMNS", "GPU_MODEL", "LLAMA2_7B", "DecodeModel", "decode_model", "decode_steps"]

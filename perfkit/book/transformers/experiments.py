@@ -21,8 +21,8 @@ from ...dtypes import itemsize, torch_dtype
 from ...matmul import seeded_on
 from ...placement import ensure_fits, lean_bench, resolve_device
 from ...transformer import attention_bytes, attention_flops, predict_attention_time
-from ..measure import measured_spec, sweep, timing_row
-from ..registry import register
+from ...experiments.measure import measured_spec, sweep, timing_row
+from ...experiments.registry import register
 
 __all__ = ["ATTENTION_BACKENDS", "ATTENTION_COLUMNS", "ATTENTION_DTYPES", "CPU_BACKENDS", "TOLERANCE",
            "attention_backends", "attention_head_dims"]

@@ -13,6 +13,12 @@ variables set here reach the chapter kernels and the book build too:
 - A test that needs a published third-party table (``perfkit.published``) where the published-data
   folder lacks it is skipped, saying how to get the tables (``PublishedDataMissing``); this
   project's machines and CI have the folder, so there every such test runs.
+- Tiers: every nbval item (a chapter notebook's cell) and every test marked ``book`` is also marked
+  ``slow``, so ``-m "not slow"`` runs no notebook and no book build.
+- Each chapter is executed once per run (tests/notebook_cache.py, registered here as a plugin so its
+  hooks see the notebook items too): nbval's execution is saved in a jupyter-cache, nbval runs
+  first (a pytest-xdist scheduler for ``--dist loadfile``; reordered items without xdist), and the
+  book build of tests/book/test_book.py takes the chapters from that cache.
 """
 
 from __future__ import annotations
@@ -39,6 +45,12 @@ if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
+
+import notebook_cache  # noqa: E402  (tests/ is on sys.path: pytest's pythonpath)
+
+
+def pytest_configure(config):
+    notebook_cache.register(config)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -86,8 +98,13 @@ def forbid_allocation(monkeypatch):
     return forbid
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(config, items):
     from perfkit.published_data import CATALOG, HOW_TO_GET, has_published
+
+    for item in items:
+        if item.path.suffix == ".ipynb" or item.get_closest_marker("book") is not None:  # not keywords: tests/book/ is one
+            item.add_marker(pytest.mark.slow)
 
     if not all(has_published(name) for name in CATALOG):
         skip_published = pytest.mark.skip(reason=f"needs the published tables: {HOW_TO_GET}")

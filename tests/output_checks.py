@@ -1,7 +1,8 @@
 """What an executed chapter must show: every figure call drew an image or a styled note.
 
-Used by tests/book/test_book.py on the notebooks the book build executed (with ``MPLBACKEND=Agg``),
-and runnable by hand on any executed notebook::
+Used by tests/book/test_book.py on the notebooks of the book build (with ``MPLBACKEND=Agg``; the
+chapters nbval executed in the same session come from that execution), and runnable by hand on any
+executed notebook::
 
     python tests/output_checks.py _build/jupyter_execute/chapters/02_gemm.ipynb
 """
@@ -52,11 +53,14 @@ def _source(cell: dict) -> str:
     return "\n".join(re.sub(r"#.*$", "", line) for line in lines)
 
 
-def problems(notebook: Path | str) -> list[str]:
-    """Every figure call of ``notebook`` (executed) that left no image, note, interactive figure or
-    widget; every note about a missing recording that does not say what is shown instead; every
-    printed "No figure" line."""
-    nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
+def problems(notebook: Path | str | dict, name: str | None = None) -> list[str]:
+    """Every figure call of ``notebook`` (executed: a path, or the notebook itself, named ``name``)
+    that left no image, note, interactive figure or widget; every note about a missing recording
+    that does not say what is shown instead; every printed "No figure" line."""
+    if isinstance(notebook, dict):
+        nb, name = notebook, name or "notebook"
+    else:
+        nb, name = json.loads(Path(notebook).read_text(encoding="utf-8")), name or Path(notebook).name
     found = []
     for i, cell in enumerate(nb["cells"]):
         if cell.get("cell_type") != "code":
@@ -65,7 +69,7 @@ def problems(notebook: Path | str) -> list[str]:
         c = shown(cell)
         drawn = c["images"] + c["notes"] + c["interactive"] + c["widgets"]
         first = _text(cell.get("source")).strip().splitlines()[-1:] or [""]
-        where = f"{Path(notebook).name} cell {i} ({first[0][:60]!r})"
+        where = f"{name} cell {i} ({first[0][:60]!r})"
         if calls and drawn < calls:
             found.append(f"{where}: {calls} figure call(s) but {drawn} shown ({c})")
         if c["missing_instead"]:

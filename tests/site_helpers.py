@@ -92,10 +92,20 @@ class BuildResult:
     log: str
     out_dir: Path  # the --path-output folder; the site is out_dir / "_build" / "html"
     seconds: float
+    #: The jupyter-cache the build read executed chapters from (``execute_notebooks: cache``), or
+    #: None for a build that executed every page (``force``, as in the README).
+    cache_dir: Path | None = None
     html: Path = field(init=False)
+    #: The pages the build executed, and {page: cache record id} of the pages it took from the cache
+    #: (from myst-nb's lines in the build log).
+    executed: list[str] = field(init=False)
+    cached: dict[str, int] = field(init=False)
 
     def __post_init__(self):
+        from notebook_cache import parse_build_log
+
         self.html = self.out_dir / "_build" / "html"
+        self.executed, self.cached = parse_build_log(self.log)
 
     @property
     def ok(self) -> bool:
@@ -104,9 +114,43 @@ class BuildResult:
     def log_tail(self, n: int = 120) -> str:
         return "\n".join(self.log.splitlines()[-n:])
 
+    def executed_notebook(self, entry: str) -> dict | None:
+        """The executed notebook of page ``entry`` (``chapters/02_gemm``), outputs included: the
+        build's ``_build/jupyter_execute/<entry>.ipynb``; for a page taken from the cache, myst-nb
+        writes that file without outputs, so they are merged in from the cached notebook. None if
+        the build wrote no notebook for the page."""
+        import nbformat
 
-def build_book(timeout_s: float) -> BuildResult:
+        from notebook_cache import merged_from_cache
+
+        path = self.out_dir / "_build" / "jupyter_execute" / f"{entry}.ipynb"
+        if not path.is_file():
+            return None
+        nb = nbformat.read(path, as_version=4)
+        return merged_from_cache(nb, self.cache_dir) if entry in self.cached else nb
+
+
+def book_config_for_cache(cache_dir: Path, folder: Path) -> Path:
+    """A copy of _config.yml in ``folder`` whose ``execute`` section takes executed notebooks from
+    the jupyter-cache ``cache_dir`` (``execute_notebooks: cache``); every other key is unchanged
+    (none of them is a path relative to the config file). Pages with no match in the cache are
+    executed (and added to it)."""
+    cfg = load_yaml("_config.yml")
+    cfg.setdefault("execute", {})
+    cfg["execute"]["execute_notebooks"] = "cache"
+    cfg["execute"]["cache"] = str(cache_dir)
+    path = folder / "_config.cache.yml"
+    with open(path, "w", encoding="utf-8") as f:
+        yaml.safe_dump(cfg, f, sort_keys=False, allow_unicode=True)
+    return path
+
+
+def build_book(timeout_s: float, cache_dir: Path | None = None) -> BuildResult:
     """`jupyter-book build <repo> --all -W -n --keep-going --path-output <tmp>`.
+
+    With ``cache_dir`` (a jupyter-cache holding the chapters nbval executed in this session), the
+    build uses a copy of _config.yml that takes them from it (:func:`book_config_for_cache`) and
+    executes only the other pages; without, it is the README's build, which executes every page.
 
     The output folder is world-readable, because linkchecker run as root drops to `nobody`.
     """
@@ -122,6 +166,8 @@ def build_book(timeout_s: float) -> BuildResult:
     jb = shutil.which("jupyter-book", path=str(Path(sys.executable).parent)) or shutil.which("jupyter-book")
     cmd = [jb or "jupyter-book", "build", str(REPO), "--all", "-W", "-n", "--keep-going",
            "--path-output", str(out_dir)]
+    if cache_dir is not None:
+        cmd += ["--config", str(book_config_for_cache(cache_dir, out_dir))]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -137,7 +183,7 @@ def build_book(timeout_s: float) -> BuildResult:
         for p in sorted(reports.glob("**/*.log")):
             log += f"\n----- {p.relative_to(out_dir)} -----\n" + p.read_text(errors="replace")
     make_world_readable(out_dir)
-    return BuildResult(rc, log, out_dir, seconds)
+    return BuildResult(rc, log, out_dir, seconds, cache_dir=cache_dir)
 
 
 def make_world_readable(root: Path) -> None:

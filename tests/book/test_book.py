@@ -4,6 +4,11 @@ The book is built once per test session (``built_book`` fixture), into a tempora
 the same command as the README: ``jupyter-book build . --all -W -n --keep-going``. Keep these
 tests in one file: with ``pytest -n 2 --dist loadfile`` they then share that one build.
 
+A chapter is executed once per test run: where nbval runs the chapter notebooks in the same session,
+they run first (tests/notebook_cache.py), and the build takes every chapter nbval ran successfully
+from their saved execution (a copy of _config.yml with ``execute_notebooks: cache``); it executes
+only the other pages (the landing page; a chapter nbval did not run or that failed).
+
 Browser tests use Debian's chromium (``apt-get install -y chromium``) through Playwright, never a
 browser downloaded by Playwright. Every request that is not to the local server is aborted,
 except the widget JS, which is answered from npm tarballs (``npm pack``) when they are available.
@@ -23,6 +28,7 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
+import notebook_cache
 from output_checks import problems as figure_problems
 from site_helpers import (
     CHROMIUM, CHROMIUM_ARGS, IN_CI, REPO, NpmCdn, SiteServer, build_book, chapter_sources,
@@ -161,8 +167,28 @@ def test_ipynb_is_in_sync_with_md(md, tmp_path):
 # The build (once per session)
 
 
+def _nbval_cell_timeout(config) -> float:
+    return float(getattr(config.option, "nbval_cell_timeout", None) or 900)
+
+
 @pytest.fixture(scope="session")
-def built_book():
+def nbval_run(request):
+    """The chapter notebooks nbval runs in this session, and their records once all are finished
+    ({"chapters/NN.ipynb": {"status": "cached" | "not cached", ...}}); ([], {}) without nbval."""
+    plugin = notebook_cache.get_plugin(request.config)
+    notebooks = plugin.session_notebooks if plugin else []
+    if not notebooks:
+        return [], {}
+    # Scheduled after every notebook; with pytest-xdist a worker's last notebook cell may still
+    # be running (it only runs once that worker is told to stop).
+    records, missing = notebook_cache.wait_for_records(notebooks, _nbval_cell_timeout(request.config) + 300)
+    if missing:
+        print(f"nbval did not finish {missing}: the build executes them itself")
+    return notebooks, records
+
+
+@pytest.fixture(scope="session")
+def built_book(nbval_run):
     # PERFKIT_BOOK_PREBUILT=<--path-output folder of an earlier build>: test that build (developers
     # re-running the page tests); CI always builds.
     prebuilt = os.environ.get("PERFKIT_BOOK_PREBUILT")
@@ -171,7 +197,8 @@ def built_book():
 
         yield BuildResult(0, "(prebuilt)", Path(prebuilt), 0.0)
         return
-    result = build_book(BUILD_TIMEOUT_S)
+    notebooks, _records = nbval_run
+    result = build_book(BUILD_TIMEOUT_S, cache_dir=notebook_cache.jupyter_cache_dir() if notebooks else None)
     yield result
     shutil.rmtree(result.out_dir, ignore_errors=True)
 
@@ -183,10 +210,34 @@ def site(built_book):
     return built_book.html
 
 
-def test_book_builds(built_book):
-    print(f"book built in {built_book.seconds:.1f} s into {built_book.out_dir}")
+def test_book_builds(built_book, nbval_run):
+    _, records = nbval_run
+    from_nbval = sorted(page for page, pk in built_book.cached.items()
+                        if any(r.get("pk") == pk for r in records.values()))
+    print(f"book built in {built_book.seconds:.1f} s into {built_book.out_dir}: executed "
+          f"{len(built_book.executed)} notebook(s) {built_book.executed}, took {len(from_nbval)} from "
+          f"nbval's run in this session {from_nbval}")
+    for name, record in sorted(records.items()):
+        if record["status"] != "cached":
+            print(f"  {name}: not taken from nbval's run: {'; '.join(record.get('reasons', []))}")
     assert built_book.ok, (f"`jupyter-book build . --all -W -n --keep-going` failed "
                            f"(exit {built_book.returncode}); last lines:\n{built_book.log_tail()}")
+
+
+def test_build_does_not_execute_what_nbval_ran(built_book, nbval_run):
+    """A chapter nbval ran successfully in this session is taken from that run, not executed again."""
+    _, records = nbval_run
+    ran = {r["page"]: r for r in records.values() if r["status"] == "cached"}
+    if not ran:
+        pytest.skip("nbval ran no chapter successfully in this session (run the chapters/*.ipynb with "
+                    "the book tests: `python -m pytest -n 2 --dist loadfile`)")
+    if not built_book.ok:
+        pytest.skip("the book did not build; see test_book_builds")
+    again = sorted(set(ran) & set(built_book.executed))
+    assert not again, f"the build executed again chapters nbval had run: {again}"
+    wrong = {page: (built_book.cached.get(page), r["pk"]) for page, r in ran.items()
+             if built_book.cached.get(page) != r["pk"]}
+    assert not wrong, f"pages not taken from nbval's run ({{page: (record used, nbval's record)}}): {wrong}"
 
 
 def test_every_toc_page_was_built(site):
@@ -200,13 +251,12 @@ def test_every_figure_call_shows_an_image_or_a_note(built_book):
     missing), an interactive figure or a widget; never nothing, never a printed "No figure"."""
     if not built_book.ok:
         pytest.skip("the book did not build; see test_book_builds")
-    executed = built_book.out_dir / "_build" / "jupyter_execute"
     found = []
     for md in NOTEBOOK_MDS:
         entry = md[:-3]
-        nb = executed / f"{entry}.ipynb"
-        assert nb.is_file(), f"{entry}: no executed notebook in {executed.name}/ (was it executed?)"
-        found += figure_problems(nb)
+        nb = built_book.executed_notebook(entry)
+        assert nb is not None, f"{entry}: no executed notebook in _build/jupyter_execute/ (was it executed?)"
+        found += figure_problems(nb, name=f"{entry}.ipynb")
     assert not found, "figure calls that showed nothing:\n" + "\n".join(found)
 
 

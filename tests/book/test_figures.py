@@ -18,21 +18,13 @@ from perfkit.book.gemm import experiments as gemm  # noqa: E402
 from perfkit.provenance import Source, missing, modelled, source_of  # noqa: E402
 from perfkit.quantization import cdiv  # noqa: E402
 from figure_helpers import figure_named, note_of
-
-RECORDED = "recorded on NVIDIA H100 80GB HBM3 on 2026-11-20"
-H100_META = {"device_name": "NVIDIA H100 80GB HBM3", "recorded_at": "2026-11-20T10:00:00+00:00", "complete": True}
-CPU_META = {"live": True, "device_name": "AMD EPYC 7B13", "measured_at": "2026-11-22T08:00:00+00:00"}
+from testkit import CPU_LIVE, H100_RECORDED, RECORDED_LABEL, framed
 
 
 def _heading(fig) -> str:
     """Every title of ``fig`` (suptitle and Axes titles), with line wrapping undone."""
     titles = [fig._suptitle.get_text() if fig._suptitle else ""] + [ax.get_title() for ax in fig.axes]
     return " ".join(" ".join(titles).split())
-
-
-def _with_meta(frame: pd.DataFrame, meta: dict) -> pd.DataFrame:
-    frame.attrs["meta"] = dict(meta)
-    return frame
 
 
 def _quant_frame():
@@ -79,23 +71,23 @@ TIMED = ["plot_gemm_sizes", "plot_quantization_sweep", "plot_small_n", "plot_tim
 
 @pytest.mark.parametrize("name", sorted(FRAMES))
 def test_frame_metadata_is_the_caption(name):
-    fig = figure_named(name)(_with_meta(FRAMES[name](), H100_META))
+    fig = figure_named(name)(framed(FRAMES[name](), H100_RECORDED))
     assert isinstance(fig, matplotlib.figure.Figure)
-    assert RECORDED in _heading(fig)
+    assert RECORDED_LABEL in _heading(fig)
 
 
-@pytest.mark.parametrize("source", [RECORDED, Source("recorded", "NVIDIA H100 80GB HBM3", "2026-11-20")])
+@pytest.mark.parametrize("source", [RECORDED_LABEL, Source("recorded", "NVIDIA H100 80GB HBM3", "2026-11-20")])
 @pytest.mark.parametrize("name", sorted(FRAMES))
 def test_hand_built_frame_takes_source_as_str_or_source(name, source):
-    assert RECORDED in _heading(figure_named(name)(FRAMES[name](), source))
+    assert RECORDED_LABEL in _heading(figure_named(name)(FRAMES[name](), source))
 
 
 @pytest.mark.parametrize("name", sorted(FRAMES))
 def test_source_that_contradicts_the_frame_is_a_mislabel(name):
-    frame = _with_meta(FRAMES[name](), H100_META)
+    frame = framed(FRAMES[name](), H100_RECORDED)
     with pytest.raises(ValueError, match="contradicts"):
         figure_named(name)(frame, "live on CPU (x86_64, 2 cores), 2026-11-22")
-    assert RECORDED in _heading(figure_named(name)(frame, RECORDED))  # agreeing is no mislabel
+    assert RECORDED_LABEL in _heading(figure_named(name)(frame, RECORDED_LABEL))  # agreeing is no mislabel
 
 
 @pytest.mark.parametrize("name", sorted(FRAMES))
@@ -109,13 +101,13 @@ def test_figure_of_a_frame_without_any_source_is_refused(name):
 @pytest.mark.parametrize("name", ONE_PANEL)
 def test_one_panel_figure_draws_into_the_given_axes(name):
     fig, (left, right) = plt.subplots(1, 2)
-    assert figure_named(name)(FRAMES[name](), RECORDED, ax=right) is fig
-    assert len(fig.axes) == 2 and not left.has_data() and RECORDED in " ".join(right.get_title().split())
+    assert figure_named(name)(FRAMES[name](), RECORDED_LABEL, ax=right) is fig
+    assert len(fig.axes) == 2 and not left.has_data() and RECORDED_LABEL in " ".join(right.get_title().split())
 
 
 @pytest.mark.parametrize("name", TIMED)
 def test_durations_are_plotted_in_seconds_with_si_prefixes(name):
-    fig = figure_named(name)(FRAMES[name](), RECORDED)
+    fig = figure_named(name)(FRAMES[name](), RECORDED_LABEL)
     fig.canvas.draw()
     timed = [axis for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
              if isinstance(axis.get_major_formatter(), EngFormatter)]
@@ -129,7 +121,7 @@ def test_durations_are_plotted_in_seconds_with_si_prefixes(name):
 def test_no_figure_without_data(name, capsys):
     assert note_of(figure_named(name)(None, "no recording of 'x' yet")) == "Nothing to draw: No recording of 'x' yet"
     assert note_of(figure_named(name)(None)).startswith("Nothing to draw:")
-    assert f"no rows ({RECORDED})" in note_of(figure_named(name)(_with_meta(FRAMES[name]().iloc[:0], H100_META)))
+    assert f"no rows ({RECORDED_LABEL})" in note_of(figure_named(name)(framed(FRAMES[name]().iloc[:0], H100_RECORDED)))
     text = note_of(figure_named(name)(None, missing("no GPU"), instead="the model, above"))
     assert text == "No recording yet: No GPU Instead: the model, above"
     assert capsys.readouterr().out == ""  # a figure function returns its note, never prints
@@ -147,38 +139,38 @@ def test_gemm_sizes_figure_from_a_real_cpu_run(short_bench):
 def _predicted(scale: float, meta: dict | None) -> pd.DataFrame:
     frame = pd.DataFrame({"time_s": np.array([1.0, 2.0, 4.0]) * scale,
                           "predicted_s": np.array([1.1, 2.0, 3.0]) * scale})
-    return _with_meta(frame, meta) if meta else frame
+    return framed(frame, meta) if meta else frame
 
 
 def test_predicted_vs_measured_reports_the_error():
-    fig = book.gemm.plot_predicted_vs_measured({"a": _predicted(1.0, H100_META), "b": None})
+    fig = book.gemm.plot_predicted_vs_measured({"a": _predicted(1.0, H100_RECORDED), "b": None})
     title = _heading(fig)
     assert "median |error| 10%" in title and "(3 GEMMs)" in title
 
 
 def test_predicted_vs_measured_caption_names_every_source():
-    fig = book.gemm.plot_predicted_vs_measured({"sizes": _predicted(1e-3, H100_META), "waves": None,
-                                            "small N": _predicted(1e-5, CPU_META)})
+    fig = book.gemm.plot_predicted_vs_measured({"sizes": _predicted(1e-3, H100_RECORDED), "waves": None,
+                                            "small N": _predicted(1e-5, CPU_LIVE)})
     title = _heading(fig)
-    assert f"sizes: {RECORDED}" in title and "small N: live on AMD EPYC 7B13, 2026-11-22" in title
+    assert f"sizes: {RECORDED_LABEL}" in title and "small N: live on AMD EPYC 7B13, 2026-11-22" in title
     assert "waves" not in title
 
-    same = _heading(book.gemm.plot_predicted_vs_measured({"sizes": _predicted(1e-3, H100_META),
-                                                      "waves": _predicted(1e-4, H100_META)}))
+    same = _heading(book.gemm.plot_predicted_vs_measured({"sizes": _predicted(1e-3, H100_RECORDED),
+                                                      "waves": _predicted(1e-4, H100_RECORDED)}))
     assert same.count("recorded on") == 1 and "sizes:" not in same
 
 
 def test_predicted_vs_measured_source_of_hand_built_frames():
     with pytest.raises(ValueError, match=r"sources\['a'\]"):
         book.gemm.plot_predicted_vs_measured({"a": _predicted(1.0, None)})
-    fig = book.gemm.plot_predicted_vs_measured({"a": _predicted(1.0, None)}, sources={"a": RECORDED})
-    assert RECORDED in _heading(fig)
+    fig = book.gemm.plot_predicted_vs_measured({"a": _predicted(1.0, None)}, sources={"a": RECORDED_LABEL})
+    assert RECORDED_LABEL in _heading(fig)
     with pytest.raises(ValueError, match="contradicts"):
-        book.gemm.plot_predicted_vs_measured({"a": _predicted(1.0, CPU_META)}, sources={"a": RECORDED})
+        book.gemm.plot_predicted_vs_measured({"a": _predicted(1.0, CPU_LIVE)}, sources={"a": RECORDED_LABEL})
 
 
 def test_no_model_figure_names_the_parts_without_data(capsys):
-    unpredicted = _with_meta(pd.DataFrame({"time_s": [1.0]}), H100_META)
+    unpredicted = framed(pd.DataFrame({"time_s": [1.0]}), H100_RECORDED)
     out = note_of(book.gemm.plot_predicted_vs_measured({"sizes": None, "waves": unpredicted}))
     assert out.startswith("Nothing to draw:") and "no data for sizes" in out and "no predictions in waves" in out
 

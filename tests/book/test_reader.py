@@ -323,7 +323,7 @@ def test_book_summary_counts_by_evidence():
 def test_a_noisy_sweep_prints_a_note_not_a_warning(capsys, recwarn):
     import warnings
 
-    from perfkit.book.measure import sweep
+    from perfkit.experiments.measure import sweep
     from perfkit.timing import NoiseWarning
 
     def measure(i):  # a point may time several things: it counts once

@@ -14,6 +14,7 @@ from perfkit.book.timing.published import launch_bound_bytes
 from perfkit.published_data import HOW_TO_GET, has_published
 from perfkit.book.verdict import Evidence
 from perfkit.book import scorecard as book
+from testkit import H100_NAME, framed
 
 
 @pytest.mark.parametrize("effect, expected", [(2.0, "holds"), (1.2, "holds"), (1.1, "weaker"), (1.05, "weaker"),
@@ -131,12 +132,10 @@ def test_shown_predictions_are_styled_apart():
 def test_measured_from_names_our_recording_or_live_run():
     from perfkit.book.frames import measured_from
 
-    frame = pd.DataFrame({"M": [1]})
-    frame.attrs["meta"] = {"device": "H100-SXM", "device_kind": "gpu", "recorded_at": "2026-11-20T10:00:00Z"}
-    assert measured_from(frame) == "ours, recorded on H100-SXM on 2026-11-20"
-    frame.attrs["meta"] = {"device_name": "NVIDIA H100 80GB HBM3", "device_kind": "gpu", "live": True,
-                           "measured_at": "2026-11-21T09:00:00"}
-    assert measured_from(frame) == "ours, live on H100-SXM, 2026-11-21"
+    recorded = framed({"M": [1]}, device="H100-SXM", device_kind="gpu", recorded_at="2026-11-20T10:00:00Z")
+    assert measured_from(recorded) == "ours, recorded on H100-SXM on 2026-11-20"
+    live = framed({"M": [1]}, device_name=H100_NAME, device_kind="gpu", live=True, measured_at="2026-11-21T09:00:00")
+    assert measured_from(live) == "ours, live on H100-SXM, 2026-11-21"
     assert measured_from(None) == "our measurement" and measured_from("a label") == "a label"
     with pytest.raises(TypeError, match="on must be"):
         measured_from(3)

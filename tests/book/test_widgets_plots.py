@@ -8,14 +8,12 @@ import ipywidgets as widgets  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from perfkit.devices import device_spec  # noqa: E402
 from perfkit.book.background.figures import plot_roofline, plot_tile_waves  # noqa: E402
 from perfkit.provenance import Source, caption, modelled  # noqa: E402
 from perfkit.roofline import gemm_operation, nvidia_example_operations  # noqa: E402
 from perfkit.book.widgets import gemm_explorer, roofline_explorer  # noqa: E402
+from testkit import A100, H100, V100  # noqa: E402
 
-H100 = device_spec("H100-SXM")
-A100 = device_spec("A100-SXM4-80GB")
 PNG = b"\x89PNG"
 
 
@@ -113,7 +111,7 @@ def test_roofline_explorer_draws_and_updates():
 
 
 def test_roofline_explorer_dtype_fallback():
-    w = roofline_explorer(device_spec("V100-SXM2"), reference=H100, dtype="bfloat16")
+    w = roofline_explorer(V100, reference=H100, dtype="bfloat16")
     controls, _, _ = _parts(w)
     assert controls["dtype"].value == "float16"  # V100 has no bfloat16 peak: closest size
     assert list(controls["dtype"].options) == ["float64", "float32", "float16"]

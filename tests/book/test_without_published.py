@@ -15,7 +15,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 import perfkit as pk  # noqa: E402
@@ -30,8 +29,8 @@ from perfkit.book.figures import BookFigure  # noqa: E402
 from perfkit.published_data import HOW_TO_GET  # noqa: E402
 from perfkit.book.convolutions import verdict as vconv  # noqa: E402
 from perfkit.book.recurrent import verdict as vrnn  # noqa: E402
+from testkit import H100, H100_NAME, V100, framed
 
-V100, H100 = pk.device_spec("V100-SXM2"), pk.device_spec("H100-SXM")
 MODEL = ("V100-SXM2", "H100-SXM")
 
 
@@ -133,10 +132,9 @@ def test_the_model_layers_are_deepbenchs_shapes_without_the_input_gemm():
 
 
 def test_the_model_stands_in_only_where_nothing_else_is_drawn(capsys):
-    ours = pd.DataFrame({"cell": "rnn", "hidden": 1024, "batch": [16, 32], "timesteps": 10, "dtype": "float16",
-                         "time_s": [1e-3, 1.5e-3]})
-    ours.attrs["meta"] = {"device_name": "NVIDIA H100 80GB HBM3", "device_kind": "gpu",
-                          "recorded_at": "2026-01-01T00:00:00+00:00", "complete": True}
+    ours = framed({"cell": "rnn", "hidden": 1024, "batch": [16, 32], "timesteps": 10, "dtype": "float16",
+                   "time_s": [1e-3, 1.5e-3]}, device_name=H100_NAME, device_kind="gpu",
+                  recorded_at="2026-01-01T00:00:00+00:00", complete=True)
     fig = book.recurrent.plot_rnn_then_now({"ours": ours}, or_model=_rnn_model())
     assert "model" not in _heading(fig) and capsys.readouterr().out == ""
     with pytest.raises(TypeError, match="or_model must map GPU names"):

@@ -11,9 +11,9 @@ import torch
 import perfkit as pk
 from perfkit import data
 from perfkit.ceilings import Ceilings, default_ceilings, merged, resolve_ceilings
-from perfkit.book.registry import REGISTRY
+from perfkit.experiments.registry import REGISTRY
+from testkit import H100, H100_NAME
 
-H100_DRIVER = "NVIDIA H100 80GB HBM3"
 #: A GEMM, a memory-bound layer and a byte count, predicted on a named spec.
 GEMM = (4096, 4096, 4096, "bfloat16")
 RELU = ("relu", (64, 1024, 1024), "bfloat16")
@@ -22,8 +22,8 @@ RELU = ("relu", (64, 1024, 1024), "bfloat16")
 def _record_ceilings(out, monkeypatch, *, tflops, gbps, dtype="bfloat16"):
     """Record a ceiling_matmul and a ceiling_copy "measured on an H100" into ``out`` with perfkit's
     own recorder (the experiments replaced by fakes that hand over the given rows)."""
-    recorder = importlib.import_module("perfkit.book.record")
-    h100 = dataclasses.replace(pk.device_spec("H100-SXM"), driver_name=H100_DRIVER)
+    recorder = importlib.import_module("perfkit.experiments.record")
+    h100 = dataclasses.replace(H100, driver_name=H100_NAME)
     monkeypatch.setattr(recorder, "current_device", lambda: h100)
     monkeypatch.setattr(recorder, "missing_needs", lambda exp: [])
     n = 8192
@@ -89,7 +89,7 @@ def test_calibrated_attaches_the_recorded_ceilings(tmp_path, monkeypatch):
     c, default = spec.ceilings, default_ceilings(h100)
     assert isinstance(c, Ceilings) and c == pk.achievable_ceilings(spec)
     assert c.flop_s["bfloat16"] == pytest.approx(700e12) and c.bandwidth == pytest.approx(3000e9)
-    assert c.source.startswith(f"measured (recorded on {H100_DRIVER} on ")
+    assert c.source.startswith(f"measured (recorded on {H100_NAME} on ")
     for d in set(default.flop_s) - {"bfloat16"}:  # dtypes not measured keep their default
         assert c.flop_s[d] == default.flop_s[d]
     assert c.extra_latency_s == default.extra_latency_s

@@ -13,8 +13,8 @@ from perfkit.display import Note, Table
 from perfkit.book.figures import BookFigure, book_figure, new_figure
 from perfkit.provenance import missing, modelled
 from perfkit.units import format_rate
+from testkit import H100
 
-H100 = pk.device_spec("H100-SXM")
 PNG = b"\x89PNG\r\n\x1a\n"
 
 

@@ -10,8 +10,8 @@ from perfkit.gemm_model import (CANDIDATE_TILES, DEFAULT_MODEL, REFERENCE_REUSE_
                                 GemmModel, GemmPrediction, explain_gemm, predict_gemm_time, shape_factor)
 from perfkit.quantization import wave_quantization
 from perfkit.roofline import gemm_bytes, gemm_flops, roofline_time
+from testkit import A100, H100
 
-A100 = device_spec("A100-SXM4-80GB")
 TILE = (256, 128)
 
 
@@ -216,8 +216,6 @@ def test_bad_arguments(kwargs, exc, match):
 
 
 # --- batched GEMMs, Hopper's split-K and TF32 --------------------------------------------------
-
-H100 = device_spec("H100-SXM")
 
 
 def test_batch_one_is_the_plain_gemm_and_a_batch_shares_the_waves():

@@ -6,15 +6,15 @@ import pandas as pd
 import pytest
 
 import perfkit as pk
-from perfkit.book import registry
+from perfkit.experiments import registry
 from perfkit.data import load
 from perfkit.devices import KNOWN_DEVICES, resolve_spec
 from perfkit.meta import FrameMeta, gpu_of, is_cpu
 from perfkit.provenance import from_meta, source_of
+from testkit import H100
 
-H100 = KNOWN_DEVICES["H100-SXM"]
 
-#: What the recorder writes beside a CSV (perfkit.book.record), trimmed to the keys readers use.
+#: What the recorder writes beside a CSV (perfkit.experiments.record), trimmed to the keys readers use.
 RECORDED = {"experiment": "gemm_sizes", "description": "d", "device_name": "NVIDIA H100 80GB HBM3",
             "device_kind": "gpu", "device": "H100-SXM", "sm_count": 132, "recorded_at": "2026-02-01T10:00:00+00:00",
             "finished_at": "2026-02-01T11:00:00+00:00", "complete": True, "error": None, "params": {"quick": False},

@@ -22,9 +22,9 @@ from testkit import SCRIPTS
 
 HAS_CUDA = torch.cuda.is_available()
 HAS_CUPY = importlib.util.find_spec("cupy") is not None
-H100 = dict(sms=132, smem_per_block_bytes=227 * 1024)  # opt-in shared memory per block
-A100 = dict(sms=108, smem_per_block_bytes=163 * 1024)
-T4 = dict(sms=40, smem_per_block_bytes=64 * 1024)
+H100_SM_LIMITS = dict(sms=132, smem_per_block_bytes=227 * 1024)  # opt-in shared memory per block
+A100_SM_LIMITS = dict(sms=108, smem_per_block_bytes=163 * 1024)
+T4_SM_LIMITS = dict(sms=40, smem_per_block_bytes=64 * 1024)
 SCRIPT = SCRIPTS / "check_cuda_source.py"
 pytestmark = pytest.mark.filterwarnings("ignore::perfkit.timing.NoiseWarning")
 
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::perfkit.timing.NoiseWarning")
 # ------------------------------------------------------------------------------------ the plan
 
 def test_plan_arithmetic_on_an_h100():
-    p = persistent_rnn_plan(2048, 8, **H100)
+    p = persistent_rnn_plan(2048, 8, **H100_SM_LIMITS)
     assert isinstance(p, PersistentPlan)
     assert p.rows_per_block == 16 and p.blocks == 128  # ceil(2048 / 132) rows, ceil(2048 / 16) blocks
     assert p.weight_bytes == 2048 * 2048 * 2 == 8_388_608
@@ -43,34 +43,34 @@ def test_plan_arithmetic_on_an_h100():
 
 
 def test_plan_stages_h_in_chunks_when_the_batch_does_not_fit():
-    p = persistent_rnn_plan(2048, 64, **H100)
+    p = persistent_rnn_plan(2048, 64, **H100_SM_LIMITS)
     assert p.batch_chunk == (232_448 - 16 * 2048 * 2) // (2048 * 2) == 40
-    assert p.smem_bytes <= H100["smem_per_block_bytes"]
-    p = persistent_rnn_plan(3824, 64, **H100)  # the largest: one staged row beside 29 rows of U
+    assert p.smem_bytes <= H100_SM_LIMITS["smem_per_block_bytes"]
+    p = persistent_rnn_plan(3824, 64, **H100_SM_LIMITS)  # the largest: one staged row beside 29 rows of U
     assert (p.rows_per_block, p.batch_chunk, p.blocks) == (29, 1, 132)
 
 
 @pytest.mark.parametrize("batch, tile", [(1, 1), (2, 2), (3, 4), (4, 4), (5, 8), (8, 8), (64, 8)])
 def test_batch_tile_is_the_next_power_of_two_up_to_8(batch, tile):
-    assert persistent_rnn_plan(512, batch, **H100).batch_tile == tile
+    assert persistent_rnn_plan(512, batch, **H100_SM_LIMITS).batch_tile == tile
 
 
 def test_small_hidden_uses_fewer_blocks_than_sms():
-    p = persistent_rnn_plan(64, 1, **H100)
+    p = persistent_rnn_plan(64, 1, **H100_SM_LIMITS)
     assert p.rows_per_block == 1 and p.blocks == 64
-    p = persistent_rnn_plan(1304, 4, **H100)  # 131 blocks of 10 rows, the last with 4
+    p = persistent_rnn_plan(1304, 4, **H100_SM_LIMITS)  # 131 blocks of 10 rows, the last with 4
     assert p.blocks == 131 and 1304 - (p.blocks - 1) * p.rows_per_block == 4
 
 
 def test_refuses_hidden_not_a_multiple_of_8():
     with pytest.raises(ValueError, match=r"hidden must be a multiple of 8 .*16-byte.* got 1001; pad it to 1008"):
-        persistent_rnn_plan(1001, 4, **H100)
+        persistent_rnn_plan(1001, 4, **H100_SM_LIMITS)
 
 
 def test_refuses_weights_larger_than_all_shared_memory():
     msg = r"fp16 recurrent weights do not fit on chip: hidden² · 2 = 33,554,432 bytes > .*132 × 232,448 = 30,683,136"
     with pytest.raises(ValueError, match=msg) as e:
-        persistent_rnn_plan(4096, 4, **H100)
+        persistent_rnn_plan(4096, 4, **H100_SM_LIMITS)
     assert "largest hidden that fits here is 3824" in str(e.value)
 
 
@@ -78,7 +78,7 @@ def test_refuses_a_block_share_larger_than_smem_per_block():
     # 3832² · 2 fits in 132 × 227 KiB, but 30 rows of U plus one row of h do not fit in one block
     assert 3832**2 * 2 <= 132 * 232_448
     with pytest.raises(ValueError, match=r"rows_per_block = ceil\(3832 / 132\) = 30 rows .*= 237,584 bytes"):
-        persistent_rnn_plan(3832, 1, **H100)
+        persistent_rnn_plan(3832, 1, **H100_SM_LIMITS)
 
 
 @pytest.mark.parametrize("kwargs, exc, name", [
@@ -91,12 +91,12 @@ def test_refuses_a_block_share_larger_than_smem_per_block():
     (dict(hidden=512, batch=1, smem_per_block_bytes=-1), ValueError, "smem_per_block_bytes"),
 ])
 def test_plan_arguments_are_checked(kwargs, exc, name):
-    args = {**H100, **kwargs}
+    args = {**H100_SM_LIMITS, **kwargs}
     with pytest.raises(exc, match=name):
         persistent_rnn_plan(args.pop("hidden"), args.pop("batch"), **args)
 
 
-@pytest.mark.parametrize("device, expected", [(H100, 3824), (A100, 2912), (T4, 1120)])
+@pytest.mark.parametrize("device, expected", [(H100_SM_LIMITS, 3824), (A100_SM_LIMITS, 2912), (T4_SM_LIMITS, 1120)])
 def test_max_persistent_hidden(device, expected):
     h = max_persistent_hidden(**device)
     assert h == expected and h % 8 == 0

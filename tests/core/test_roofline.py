@@ -3,14 +3,12 @@ import math
 import numpy as np
 import pytest
 
-from perfkit.devices import KNOWN_DEVICES, device_spec
+from perfkit.devices import KNOWN_DEVICES
 from perfkit.roofline import (
     LAYER_NORM_FLOPS_PER_ELEMENT, Operation, arithmetic_intensity, attainable_flop_s, gemm_bytes, gemm_flops,
     gemm_operation, nvidia_example_operations, roofline_time,
 )
-
-H100 = device_spec("H100-SXM")
-V100 = device_spec("V100-SXM2")
+from testkit import H100, V100
 
 
 def test_gemm_flops_and_bytes():

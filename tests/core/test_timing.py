@@ -222,6 +222,7 @@ def test_throughput_arguments_are_checked(call, exc, name):
         call()
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_importing_perfkit_imports_neither_triton_nor_cupy():
     code = ("import sys, perfkit, perfkit.timing, perfkit.kernels; "
             "bad = [m for m in ('triton', 'cupy') if m in sys.modules]; assert not bad, bad")

@@ -9,7 +9,6 @@ import pytest
 
 import perfkit as pk
 from perfkit.ceilings import KERNEL_LATENCY_S
-from perfkit.devices import device_spec
 from perfkit.gemm_model import explain_gemm, predict_gemm_time
 from perfkit.memory_model import layer_bytes, memory_time
 from perfkit.roofline import gemm_bytes
@@ -17,9 +16,8 @@ from perfkit.transformer import (
     SEARCH_LIMIT, AttentionGemm, attention_bytes, attention_flops, attention_gemms, decode_step_bytes,
     predict_attention_time, predict_decode_time,
 )
+from testkit import H100, V100
 
-H100 = device_spec("H100-SXM")
-V100 = device_spec("V100-SXM2")
 
 # LLaMA-2-7B: 6.74e9 parameters, 32 layers, 32 heads (no GQA), head_dim 128.
 LLAMA = {"layers": 32, "kv_heads": 32, "head_dim": 128}

@@ -26,8 +26,8 @@ from perfkit.calibration.report import error_by_kind
 from perfkit.measurement import Measurement
 from perfkit.memory_model import memory_time
 from perfkit.units import MiB
+from testkit import H100
 
-H100 = pk.device_spec("H100-SXM")
 #: The pretend GPU's truth: 70 % of the datasheet's clocks, 80 % of its bandwidth, 3 µs per kernel.
 THROTTLED = dataclasses.replace(H100, peaks={d: 0.7 * v for d, v in H100.peaks.items()},
                                 mem_bandwidth=0.8 * H100.mem_bandwidth)
@@ -41,6 +41,7 @@ def cpu_calibration(tmp_path_factory):
     return pk.calibrate(quick=True, out=out, progress=False)
 
 
+@pytest.mark.slow  # a real calibration of this CPU: about 10 s
 def test_a_cpu_calibration_measures_every_cpu_dtype_and_loads_back_identically(cpu_calibration):
     cal = cpu_calibration
     assert set(cal.profile.matmul) == set(run.CPU_DTYPES)
@@ -75,6 +76,7 @@ def test_a_cpu_calibration_measures_every_cpu_dtype_and_loads_back_identically(c
     assert str(cal.path) in text
 
 
+@pytest.mark.slow  # rests on the real calibration above
 def test_current_device_uses_a_saved_profile_of_this_cpu_and_says_so(cpu_calibration, tmp_path, monkeypatch):
     monkeypatch.setenv("PERFKIT_CACHE", str(tmp_path))
     assert pk.current_device().measured_ceilings is None or "profile" not in pk.current_device().sources.get(
@@ -98,6 +100,7 @@ def test_a_corrupt_saved_profile_is_ignored_with_a_warning_naming_it(tmp_path, m
     assert spec.measured_ceilings is None
 
 
+@pytest.mark.slow  # rests on the real calibration above
 def test_a_profile_of_another_device_is_refused(cpu_calibration):
     with pytest.raises(ValueError, match="measured on 'CPU.*not on 'H100-SXM'"):
         pk.calibrated("H100-SXM", profile=cpu_calibration.path)

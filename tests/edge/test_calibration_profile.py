@@ -16,9 +16,9 @@ from perfkit.calibration.profile import (FORMAT, VERSION, DeviceProfile, cache_d
 from perfkit.ceilings import KERNEL_LATENCY_S, Ceilings
 from perfkit.devices import DeviceSpec, device_spec
 from perfkit.gemm_model import explain_gemm, predict_gemm_time
+from testkit import H100, H100_NAME
 
-H100 = device_spec("H100-SXM")
-H100_LIVE = replace(H100, driver_name="NVIDIA H100 80GB HBM3")
+H100_LIVE = replace(H100, driver_name=H100_NAME)
 #: The day the fixture profiles say they were calibrated on: a fixed day in the past, never today.
 DAY = "2025-03-14"
 CPU_PEAKS_SOURCE = "measured here on 2025-03-10: best of a few 512×512×512 torch.matmul calls (a floor)"

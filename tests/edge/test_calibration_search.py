@@ -20,8 +20,8 @@ from perfkit.gemm_model import GemmModel, explain_gemm
 from perfkit.matmul import kernel_accepts
 from perfkit.roofline import gemm_bytes, gemm_flops
 from perfkit.units import GiB, MiB
+from testkit import H100
 
-H100 = device_spec("H100-SXM")
 T4 = device_spec("T4")
 #: A CPU-like spec: 2 cores, a float32 and a (slow) bfloat16 matmul peak, 10 GB/s.
 CPU = replace(T4, name="CPU (synthetic, 2 cores)", kind="cpu", sms=2, mem_bandwidth=10e9, l2_bytes=MiB,

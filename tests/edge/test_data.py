@@ -8,8 +8,7 @@ import pytest
 
 from perfkit import data
 from perfkit.data import device_slug, has_recording, load, read_meta, recordings
-
-H100 = "NVIDIA H100 80GB HBM3"
+from testkit import H100_NAME
 
 
 def write_recording(root: Path, device_name: str, experiment: str, rows: list[dict], *, kind="gpu",
@@ -49,15 +48,15 @@ def test_device_slug_refuses_bad_names():
 
 
 def test_load_round_trip_with_meta(tmp_path):
-    write_recording(tmp_path, H100, "gemm_sizes", ROWS)
+    write_recording(tmp_path, H100_NAME, "gemm_sizes", ROWS)
     df = load("gemm_sizes", device="nvidia-h100-80gb-hbm3", root=tmp_path)
     assert list(df.columns) == ["n", "time_s"]
     assert df["time_s"].tolist() == [1.5e-6, 2.25e-6]  # full float precision survives
     meta = df.attrs["meta"]
-    assert meta["device_name"] == H100 and meta["complete"] is True
+    assert meta["device_name"] == H100_NAME and meta["complete"] is True
     # The same recording by driver name, by perfkit table name, and with device=None (the GPU one).
-    for device in (H100, "H100-SXM", None):
-        assert load("gemm_sizes", device=device, root=tmp_path).attrs["meta"]["device_name"] == H100
+    for device in (H100_NAME, "H100-SXM", None):
+        assert load("gemm_sizes", device=device, root=tmp_path).attrs["meta"]["device_name"] == H100_NAME
     assert has_recording("gemm_sizes", root=tmp_path)
     assert has_recording("gemm_sizes", device="H100-SXM", root=tmp_path)
     assert not has_recording("gemm_sizes", device="A100-SXM4-80GB", root=tmp_path)
@@ -68,9 +67,9 @@ def test_device_none_picks_a_gpu_recording_complete_then_most_recent(tmp_path):
     write_recording(tmp_path, "CPU (x86_64, 2 cores)", "waves", ROWS, kind="cpu",
                     recorded_at="2026-11-22T00:00:00+00:00")
     write_recording(tmp_path, "NVIDIA A100-SXM4-80GB", "waves", ROWS, recorded_at="2026-11-01T00:00:00+00:00")
-    write_recording(tmp_path, H100, "waves", ROWS, recorded_at="2026-11-10T00:00:00+00:00")
-    assert load("waves", root=tmp_path).attrs["meta"]["device_name"] == H100
-    write_recording(tmp_path, H100, "waves", ROWS[:1], recorded_at="2026-11-21T00:00:00+00:00", complete=False)
+    write_recording(tmp_path, H100_NAME, "waves", ROWS, recorded_at="2026-11-10T00:00:00+00:00")
+    assert load("waves", root=tmp_path).attrs["meta"]["device_name"] == H100_NAME
+    write_recording(tmp_path, H100_NAME, "waves", ROWS[:1], recorded_at="2026-11-21T00:00:00+00:00", complete=False)
     assert load("waves", root=tmp_path).attrs["meta"]["device_name"] == "NVIDIA A100-SXM4-80GB"
     # Only CPU recordings: device=None finds no GPU recording; naming the CPU works.
     write_recording(tmp_path, "CPU (x86_64, 2 cores)", "cpu_only", ROWS, kind="cpu")
@@ -82,7 +81,7 @@ def test_device_none_picks_a_gpu_recording_complete_then_most_recent(tmp_path):
 def test_lookup_error_lists_what_exists(tmp_path):
     with pytest.raises(LookupError, match="recordings there: none"):
         load("gemm_sizes", root=tmp_path)
-    write_recording(tmp_path, H100, "waves", ROWS)
+    write_recording(tmp_path, H100_NAME, "waves", ROWS)
     with pytest.raises(LookupError, match="waves on nvidia-h100-80gb-hbm3"):
         load("gemm_sizes", root=tmp_path)
     with pytest.raises(LookupError, match="device 'T4'"):
@@ -92,7 +91,7 @@ def test_lookup_error_lists_what_exists(tmp_path):
 
 
 def test_csv_without_json_is_not_trusted(tmp_path):
-    write_recording(tmp_path, H100, "gemm_sizes", ROWS, meta_file=False)
+    write_recording(tmp_path, H100_NAME, "gemm_sizes", ROWS, meta_file=False)
     with pytest.raises(FileNotFoundError, match="not trusted"):
         load("gemm_sizes", root=tmp_path)
     assert not has_recording("gemm_sizes", root=tmp_path)
@@ -100,20 +99,20 @@ def test_csv_without_json_is_not_trusted(tmp_path):
 
 
 def test_perfkit_data_env_override(tmp_path, monkeypatch):
-    write_recording(tmp_path, H100, "gemm_sizes", ROWS)
+    write_recording(tmp_path, H100_NAME, "gemm_sizes", ROWS)
     monkeypatch.setenv("PERFKIT_DATA", str(tmp_path))
     assert data.data_root() == tmp_path
-    assert load("gemm_sizes").attrs["meta"]["device_name"] == H100
+    assert load("gemm_sizes").attrs["meta"]["device_name"] == H100_NAME
     monkeypatch.delenv("PERFKIT_DATA")
     assert data.data_root() == data.repo_data_dir()
     assert data.repo_data_dir() == Path(data.__file__).resolve().parent.parent / "data"
 
 
 def test_recordings_table_and_hidden_files(tmp_path):
-    write_recording(tmp_path, H100, "waves", ROWS)
-    write_recording(tmp_path, H100, "gemm_sizes", ROWS[:1], complete=False)
-    (tmp_path / device_slug(H100) / ".waves.partial.json").write_text("{}")  # an interrupted rerun
-    (tmp_path / device_slug(H100) / ".waves.partial.csv").write_text("n\n")
+    write_recording(tmp_path, H100_NAME, "waves", ROWS)
+    write_recording(tmp_path, H100_NAME, "gemm_sizes", ROWS[:1], complete=False)
+    (tmp_path / device_slug(H100_NAME) / ".waves.partial.json").write_text("{}")  # an interrupted rerun
+    (tmp_path / device_slug(H100_NAME) / ".waves.partial.csv").write_text("n\n")
     table = recordings(tmp_path)
     assert list(table.columns) == list(data.RECORDING_COLUMNS)
     assert table["experiment"].tolist() == ["gemm_sizes", "waves"]
@@ -124,7 +123,7 @@ def test_recordings_table_and_hidden_files(tmp_path):
 
 
 def test_loaded_frame_carries_its_metadata_for_the_label(tmp_path):
-    path = write_recording(tmp_path, H100, "waves", ROWS, recorded_at="2026-11-20T10:00:00+00:00")
+    path = write_recording(tmp_path, H100_NAME, "waves", ROWS, recorded_at="2026-11-20T10:00:00+00:00")
     df = load("waves", root=tmp_path)
     assert df.attrs["meta"] == read_meta(path.with_suffix(".json"))
     from perfkit.provenance import source_of
@@ -143,7 +142,7 @@ def test_read_meta_refuses_what_is_not_a_json_object(tmp_path):
 
 
 def test_empty_recording_loads_as_empty_frame(tmp_path):
-    path = write_recording(tmp_path, H100, "waves", [], complete=False)
+    path = write_recording(tmp_path, H100_NAME, "waves", [], complete=False)
     path.write_text("")  # interrupted before the first row
     df = load("waves", root=tmp_path)
     assert len(df) == 0 and list(df.columns) == ["n", "time_s"]

@@ -9,18 +9,16 @@ import pytest
 import torch
 
 import perfkit as pk
-from perfkit.book.registry import REGISTRY, register
+from perfkit.experiments.registry import REGISTRY, register
 from perfkit.calibration import recorded_ceilings
-from perfkit.book.run import run_or_load
+from perfkit.experiments.run import run_or_load
 from perfkit.provenance import Source, caption, from_meta, live, missing, modelled, recorded_on, source_of
-
-H100 = "NVIDIA H100 80GB HBM3"
-RECORDED = {"device_name": H100, "recorded_at": "2026-11-20T10:00:00+00:00", "complete": True}
+from testkit import H100_NAME, H100_RECORDED, framed
 
 
 def test_labels_of_every_kind():
-    assert str(from_meta(RECORDED)) == "recorded on NVIDIA H100 80GB HBM3 on 2026-11-20"
-    assert str(from_meta(dict(RECORDED, complete=False))).endswith("on 2026-11-20 (incomplete)")
+    assert str(from_meta(H100_RECORDED)) == "recorded on NVIDIA H100 80GB HBM3 on 2026-11-20"
+    assert str(from_meta(dict(H100_RECORDED, complete=False))).endswith("on 2026-11-20 (incomplete)")
     published = {"device_name": "Tesla V100", "published_by": "Baidu DeepBench",
                  "published_detail": "cuBLAS 10.1", "published_date": "2019"}
     assert str(from_meta(published)) == "published by Baidu DeepBench, measured on Tesla V100 (cuBLAS 10.1, 2019)"
@@ -42,29 +40,29 @@ def test_labels_of_every_kind():
 
 
 def test_source_of_a_frame():
-    frame = pd.DataFrame({"time_s": [1.0]})
-    assert source_of(frame) is None and source_of(None) is None
-    frame.attrs["meta"] = RECORDED
-    assert source_of(frame) == from_meta(RECORDED)
-    assert source_of(frame[frame["time_s"] > 0]) == from_meta(RECORDED)  # survives a filter
+    bare = pd.DataFrame({"time_s": [1.0]})
+    assert source_of(bare) is None and source_of(None) is None
+    frame = framed(bare, H100_RECORDED)
+    assert source_of(frame) == from_meta(H100_RECORDED)
+    assert source_of(frame[frame["time_s"] > 0]) == from_meta(H100_RECORDED)  # survives a filter
     with pytest.raises(TypeError, match="frame"):
         source_of([1, 2])
 
 
 def test_recorded_on_asks_for_a_complete_recording_of_that_device_and_day():
-    frame = pd.DataFrame({"time_s": [1.0]})
-    assert not recorded_on(frame, "H100") and not recorded_on(None, "H100")
-    frame.attrs["meta"] = RECORDED
-    assert recorded_on(frame, "H100") and recorded_on(frame, H100, "2026-11-20")
+    bare = pd.DataFrame({"time_s": [1.0]})
+    assert not recorded_on(bare, "H100") and not recorded_on(None, "H100")
+    frame = framed(bare, H100_RECORDED)
+    assert recorded_on(frame, "H100") and recorded_on(frame, H100_NAME, "2026-11-20")
     assert not recorded_on(frame, "H200") and not recorded_on(frame, "H100", "2026-11-21")
-    frame.attrs["meta"] = dict(RECORDED, complete=False)
+    frame = framed(bare, H100_RECORDED, complete=False)
     assert not recorded_on(frame, "H100")  # an interrupted recording is not the one the prose quotes
-    frame.attrs["meta"] = {"live": True, "device_name": H100, "measured_at": "2026-11-20T10:00:00+00:00"}
+    frame = framed(bare, live=True, device_name=H100_NAME, measured_at="2026-11-20T10:00:00+00:00")
     assert not recorded_on(frame, "H100")
 
 
 def test_caption_says_each_label_once():
-    rec, cpu = from_meta(RECORDED), live("CPU (x86_64, 2 cores)")
+    rec, cpu = from_meta(H100_RECORDED), live("CPU (x86_64, 2 cores)")
     assert caption({"sizes": rec, "waves": rec, "small N": None}) == str(rec)
     assert caption({"sizes": rec, "waves": rec, "small N": cpu}) == f"sizes, waves: {rec}; small N: {cpu}"
     assert caption([rec, str(rec), cpu]) == f"{rec}; {cpu}"
@@ -97,11 +95,11 @@ def test_run_or_load_live_and_quick_label(fake_experiment, monkeypatch):
     assert fake_experiment[-1] is False and str(source).startswith("live on ")
 
 
-def _fake_recording(root, experiment, frame, device_name=H100):
+def _fake_recording(root, experiment, frame, device_name=H100_NAME):
     slug = pk.data.device_slug(device_name)
     (root / slug).mkdir(parents=True, exist_ok=True)
     frame.to_csv(root / slug / f"{experiment}.csv", index=False)
-    meta = dict(RECORDED, device_name=device_name, device_kind="gpu", experiment=experiment, rows=len(frame))
+    meta = dict(H100_RECORDED, device_name=device_name, device_kind="gpu", experiment=experiment, rows=len(frame))
     (root / slug / f"{experiment}.json").write_text(json.dumps(meta))
 
 

@@ -23,8 +23,10 @@ from perfkit.published_data import CATALOG
 from perfkit.published_data import extract_deepbench as D
 from perfkit.published_data import extract_xla as X
 from perfkit.published_data import fetch as F
+from testkit import H100_NAME
 
-pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="perfkit published fetch runs plain git")
+pytestmark = [pytest.mark.skipif(shutil.which("git") is None, reason="perfkit published fetch runs plain git"),
+              pytest.mark.slow]  # every test runs git in subprocesses
 
 
 @pytest.fixture(autouse=True)
@@ -140,16 +142,16 @@ LIGER_HEADER = ("kernel_name,kernel_provider,kernel_operation_mode,metric_name,m
                 "y_value_50,y_value_20,y_value_80,extra_benchmark_config_str,gpu_name,timestamp,liger_version")
 LN_CFG = '"{""M"": 4096, ""dtype"": ""torch.float32"", ""eps"": 1e-06}"'
 SB_CFG = '"{""S"": 2048, ""B"": 4}"'
-A100, H100 = "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"
+A100_NAME = "NVIDIA A100-SXM4-80GB"
 LIGER = "\n".join([
     LIGER_HEADER,
     f"layer_norm,liger,forward,speed,ms,N,hidden size,1024,0.030271999537944794,0.02921600081026554,"
-    f"0.03142400085926056,{LN_CFG},{A100},2024-09-03 15:39:14,0.2.1",
-    f"layer_norm,liger,full,memory,MB,N,hidden size,1024,80.90625,80.90625,80.90625,{LN_CFG},{A100},2024-09-03 15:39:21,0.2.1",
-    f"swiglu,liger,forward,speed,ms,T,sequence length,1024,9.2,9.1,9.3,{LN_CFG},{A100},2024-09-03 15:38:26,0.2.1",
+    f"0.03142400085926056,{LN_CFG},{A100_NAME},2024-09-03 15:39:14,0.2.1",
+    f"layer_norm,liger,full,memory,MB,N,hidden size,1024,80.90625,80.90625,80.90625,{LN_CFG},{A100_NAME},2024-09-03 15:39:21,0.2.1",
+    f"swiglu,liger,forward,speed,ms,T,sequence length,1024,9.2,9.1,9.3,{LN_CFG},{A100_NAME},2024-09-03 15:38:26,0.2.1",
     f"layer_norm,liger,forward,speed,ms,N,hidden size,1024,0.02,0.01,0.03,{LN_CFG},NVIDIA GeForce RTX 4090,2024-09-03,0.2.1",
-    f"megatron_swiglu,liger,forward,speed,ms,ffn_local,ffn,4096,0.5,0.4,0.6,{SB_CFG},{H100},2026-07-26 00:09:58,0.8.1",
-    f"megatron_swiglu,megatron,full,speed,ms,ffn_local,ffn,16384,2.55408,2.553056,2.55504,{SB_CFG},{H100},"
+    f"megatron_swiglu,liger,forward,speed,ms,ffn_local,ffn,4096,0.5,0.4,0.6,{SB_CFG},{H100_NAME},2026-07-26 00:09:58,0.8.1",
+    f"megatron_swiglu,megatron,full,speed,ms,ffn_local,ffn,16384,2.55408,2.553056,2.55504,{SB_CFG},{H100_NAME},"
     f"2026-07-26 00:09:58,0.8.1",
 ]).encode()
 
@@ -161,12 +163,12 @@ def test_liger(tmp_path):
     expected = csv_of(
         "gpu,kernel,provider,mode,dtype,dtype_from,rows,hidden,x_name,x_value,time_s,time_s_p20,time_s_p80,io_bytes_fwd,"
         "gbps_fwd,config,liger_version,measured_at,source",
-        [f"{A100},layer_norm,liger,forward,float32,row config,4096,1024,N,1024,3.027200e-05,2.921600e-05,3.142400e-05,"
+        [f"{A100_NAME},layer_norm,liger,forward,float32,row config,4096,1024,N,1024,3.027200e-05,2.921600e-05,3.142400e-05,"
          f"33554432,1108.4,{LN_CFG},0.2.1,2024-09-03 15:39:14,{src}",
          # [S, B, 2·4096] read, [S, B, 4096] written, bf16: 3·8192·4096·2 B in 0.5 ms
-         f"{H100},megatron_swiglu,liger,forward,bfloat16,benchmark/scripts/benchmark_megatron_swiglu.py _make_input,8192,"
+         f"{H100_NAME},megatron_swiglu,liger,forward,bfloat16,benchmark/scripts/benchmark_megatron_swiglu.py _make_input,8192,"
          f"4096,ffn_local,4096,5.000000e-04,4.000000e-04,6.000000e-04,201326592,402.7,{SB_CFG},0.8.1,2026-07-26 00:09:58,{src}",
-         f"{H100},megatron_swiglu,megatron,full,bfloat16,benchmark/scripts/benchmark_megatron_swiglu.py _make_input,8192,"
+         f"{H100_NAME},megatron_swiglu,megatron,full,bfloat16,benchmark/scripts/benchmark_megatron_swiglu.py _make_input,8192,"
          f"16384,ffn_local,16384,2.554080e-03,2.553056e-03,2.555040e-03,,,{SB_CFG},0.8.1,2026-07-26 00:09:58,{src}"])
     out = run_fetch(tmp_path, repo, [entry("liger_memory_bound", [c], expected=expected)])
     assert out.loc[0, "matches"] and out.loc[0, "rows"] == 3

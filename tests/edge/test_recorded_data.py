@@ -9,12 +9,12 @@ import pytest
 
 import perfkit as pk
 from perfkit.book.gemm import recorded as gemm_recorded
-from perfkit.book.registry import REGISTRY
+from perfkit.experiments.registry import REGISTRY
 from perfkit.calibration.recorded import PROFILE_FILE
 from perfkit.data import recordings
 from perfkit.validation import half_labels, validation_frames
 
-from testkit import DATA
+from testkit import DATA, framed
 GPU_RECORDINGS = recordings(DATA)
 GPU_RECORDINGS = GPU_RECORDINGS[GPU_RECORDINGS["device_kind"] == "gpu"]
 pytestmark = pytest.mark.skipif(GPU_RECORDINGS.empty, reason="no GPU recording in data/")
@@ -87,12 +87,11 @@ def test_the_model_against_our_recordings():
 
 
 def test_half_labels_mark_the_unaligned_alignment_rows_as_fit():
-    frame = pd.DataFrame({"M": [4096] * 3, "N": [4096] * 3, "K": [4095, 4096, 4097], "dtype": "float16",
-                          "aligned": [False, True, False], "time_s": [3e-4, 1e-4, 3e-4]})
-    frame.attrs["meta"] = {"experiment": "gemm_alignment", "device_name": "NVIDIA H200"}
-    assert list(half_labels(frame)) == ["fit", "not fitted", "fit"]
-    frame.attrs["meta"] = {"experiment": "gemm_sizes", "device_name": "NVIDIA H200"}
-    assert set(half_labels(frame)) == {"not fitted"}
+    rows = {"M": [4096] * 3, "N": [4096] * 3, "K": [4095, 4096, 4097], "dtype": "float16",
+            "aligned": [False, True, False], "time_s": [3e-4, 1e-4, 3e-4]}
+    assert list(half_labels(framed(rows, experiment="gemm_alignment", device_name="NVIDIA H200"))) == [
+        "fit", "not fitted", "fit"]
+    assert set(half_labels(framed(rows, experiment="gemm_sizes", device_name="NVIDIA H200"))) == {"not fitted"}
 
 
 def test_recorded_errors_refuse_what_is_not_frames():

@@ -8,6 +8,7 @@ from perfkit.__main__ import main
 from perfkit.ceilings import ACHIEVABLE_FRACTIONS, EXTRA_LATENCY_S, TF32_FIT, datasheet_ceilings, default_ceilings
 from perfkit.published_data import HOW_TO_GET, has_published
 from perfkit.validation import fit_half, half_labels, validation_frames, validation_table, with_predictions
+from testkit import framed
 
 #: Tests that read the published tables skip, saying how to get them, where they are absent.
 needs_deepbench = pytest.mark.skipif(not has_published("deepbench_gemm"), reason=HOW_TO_GET)
@@ -142,9 +143,7 @@ def test_validation_table_splits_by_layout(capsys):
 def _synthetic(meta: dict, dtypes=("bfloat16", "tf32")) -> pd.DataFrame:
     rows = [{"M": m, "N": n, "K": 512, "dtype": d, "b": b, "time_s": 1e-5}
             for m in (256, 512, 1024) for n in (256, 2048) for d in dtypes for b in (1, 4)]
-    frame = pd.DataFrame(rows)
-    frame.attrs["meta"] = meta
-    return frame
+    return framed(rows, meta)
 
 
 def test_half_labels_follow_what_was_fitted():

@@ -21,12 +21,9 @@ from perfkit.book.interactive import MAX_HTML_BYTES, html_bytes  # noqa: E402
 from perfkit.provenance import modelled  # noqa: E402
 from perfkit.units import TERA, format_time  # noqa: E402
 from figure_helpers import steps as _steps  # noqa: E402
-from testkit import CHAPTERS
+from testkit import CHAPTERS, A100, H100, V100
 
-H100, V100, A100 = (pk.device_spec(n) for n in ("H100-SXM", "V100-SXM2", "A100-SXM4-80GB"))
 OPS = pk.roofline.nvidia_example_operations("float16")
-
-
 
 
 # --------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import torch
 
 import perfkit as pk
 from perfkit.advisor import measure as advisor_measure
-from perfkit.book.registry import REGISTRY
+from perfkit.experiments.registry import REGISTRY
 from perfkit.book.check_your_model import experiments as ex
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples and noise: expected here

@@ -19,10 +19,10 @@ from perfkit import book  # noqa: E402
 from perfkit.book.check_your_model import experiments as ex  # noqa: E402
 from perfkit.book.check_your_model.figures import KINDS, op_kind  # noqa: E402
 from figure_helpers import note_of
+from testkit import RECORDED_LABEL
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples and noise: expected here
 MODEL = "model of H100-SXM"
-RECORDED = "recorded on NVIDIA H100 80GB HBM3 on 2026-11-20"
 
 
 def _heading(fig) -> str:
@@ -136,9 +136,9 @@ def test_hand_built_frames_need_a_source(layers, fixes):
         bare.attrs = {}
         with pytest.raises(ValueError, match="source="):
             plot(bare)
-        assert RECORDED in _heading(plot(bare, RECORDED))
+        assert RECORDED_LABEL in _heading(plot(bare, RECORDED_LABEL))
         with pytest.raises(ValueError, match="contradicts"):
-            plot(frame, RECORDED)
+            plot(frame, RECORDED_LABEL)
 
 
 @pytest.mark.parametrize("plot", [book.check_your_model.plot_advice_vs_measured, book.check_your_model.plot_fix_savings])

@@ -20,8 +20,9 @@ from perfkit.book.figures import BookFigure
 from perfkit.collectives import bus_bandwidth, crossover_bytes
 from perfkit.display import Note
 from perfkit.published_data import HOW_TO_GET, has_published
+from testkit import H100, framed
 
-H100, P100 = pk.device_spec("H100-SXM"), pk.device_spec("P100-PCIe")
+P100 = pk.device_spec("P100-PCIe")
 MiB = 2**20
 
 
@@ -29,8 +30,7 @@ def _gpu(frame: pd.DataFrame, device: str = "H100-SXM", kind: str = "gpu") -> pd
     """``frame`` as if recorded: time_s = predicted_s where unmeasured, a ``device`` column and metadata."""
     out = as_measured(frame) if frame["time_s"].isna().all() else frame.copy()
     out["device"] = "cuda" if kind == "gpu" else "cpu"
-    out.attrs["meta"] = {"device": device, "device_kind": kind, "live": False, "recorded_at": "2026-01-01"}
-    return out
+    return framed(out, device=device, device_kind=kind, live=False, recorded_at="2026-01-01")
 
 
 def _power_law(sizes, n_ranks=8, alpha=50e-6, bandwidth=400e9, op="all-reduce") -> pd.DataFrame:
@@ -69,9 +69,8 @@ def _xla_like() -> pd.DataFrame:
     base = _power_law((2**20, 2**30), n_ranks=(2, 8))
     out = base.rename(columns={"op": "collective", "n_ranks": "n_gpus"}).drop(columns=["backend", "predicted_s"])
     out = pd.concat([out, out.assign(collective="all-gather")], ignore_index=True)
-    out.attrs["meta"] = {"published_by": "OpenXLA (XLA's table)", "published_date": "2025", "device": "H100-SXM",
-                         "device_name": "H100", "device_kind": "gpu"}
-    return out
+    return framed(out, published_by="OpenXLA (XLA's table)", published_date="2025", device="H100-SXM",
+                  device_name="H100", device_kind="gpu")
 
 
 def _deepbench_like() -> pd.DataFrame:
@@ -79,9 +78,8 @@ def _deepbench_like() -> pd.DataFrame:
     gpu = base.assign(system="NVIDIA Tesla P100", device_type="GPU", n_nodes=1, algorithm="NCCL 2.0")
     other = gpu.assign(system="Intel(R) Xeon Phi(TM) 7250F", device_type="CPU (Xeon Phi)")
     out = pd.concat([gpu, other, gpu.assign(n_nodes=2, n_ranks=16)], ignore_index=True)
-    out.attrs["meta"] = {"published_by": "Baidu DeepBench", "published_date": "2017", "device": "P100-PCIe",
-                         "device_name": "several", "device_kind": "gpu"}
-    return out
+    return framed(out, published_by="Baidu DeepBench", published_date="2017", device="P100-PCIe",
+                  device_name="several", device_kind="gpu")
 
 
 def test_published_tables_are_put_into_the_experiments_columns():

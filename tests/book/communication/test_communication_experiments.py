@@ -19,7 +19,7 @@ import perfkit as pk
 from perfkit import placement
 from perfkit.book.communication import experiments as cx
 from perfkit.book.communication import workers
-from perfkit.book.registry import REGISTRY
+from perfkit.experiments.registry import REGISTRY
 from perfkit.collectives import bus_factor, collective_time
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # noisy timings on a busy CI box: expected
@@ -51,6 +51,7 @@ def test_registered_for_the_recorder_with_two_gpus_and_runs_anywhere_when_called
     assert cx.COLLECTIVE_OPS == ("all-reduce", "all-gather") and cx.LINK_OF_GPU["H100-SXM"] == "nvlink4"
 
 
+@pytest.mark.slow  # starts rank processes
 def test_quick_gloo_run_measures_every_op_and_size(quick_run):
     frame, seen = quick_run
     assert list(frame.columns) == list(cx.COLLECTIVE_COLUMNS) and len(frame) == len(seen) == 6
@@ -174,6 +175,7 @@ def test_one_gpu_runs_gloo_on_the_cpu_and_says_so(fake_gpu, fake_ranks, monkeypa
         cx.collective_sizes(backend="nccl", progress=False)
 
 
+@pytest.mark.slow  # starts rank processes
 @pytest.mark.parametrize("how, match", [
     ("raise", r"rank 1 failed: RuntimeError: an injected failure at point 2.*rank 1's traceback"),
     ("exit", r"rank 1 died \(exit code 3\) without reporting an error"),
@@ -188,6 +190,7 @@ def test_a_failed_rank_fails_the_run_and_names_it(how, match, quick_run, monkeyp
     _no_rank_left()
 
 
+@pytest.mark.slow  # starts rank processes
 def test_a_hung_rank_is_named_at_the_deadline(quick_run, monkeypatch):
     monkeypatch.setattr(cx, "_FAULT", (1, "hang", 0))
     with pytest.raises(RuntimeError, match=r"no result within timeout_s=4 s: rank 1 is behind \(last report: "
@@ -197,6 +200,7 @@ def test_a_hung_rank_is_named_at_the_deadline(quick_run, monkeypatch):
     _no_rank_left()
 
 
+@pytest.mark.slow  # starts rank processes
 def test_an_interrupt_keeps_the_rows_and_stops_every_rank(quick_run):
     kept, pids = [], []
 
@@ -220,7 +224,7 @@ def test_two_gpus_are_needed_and_a_cpu_run_beside_a_gpu_is_labelled_cpu(monkeypa
 
     import pandas as pd
 
-    from perfkit.book import registry
+    from perfkit.experiments import registry
 
     exp = REGISTRY["collective_sizes"]
     monkeypatch.setattr(registry, "cuda_available", lambda: True)

@@ -14,8 +14,8 @@ from perfkit.book.communication import analysis, interactive, problems, training
 from perfkit.book.interactive import MAX_HTML_BYTES, html_bytes
 from perfkit.collectives import crossover_bytes
 from figure_helpers import steps
+from testkit import H100
 
-H100 = pk.device_spec("H100-SXM")
 P = 124_439_808  # GPT-2 small
 MiB = 2**20
 

@@ -20,15 +20,14 @@ import torch  # noqa: E402
 
 import perfkit as pk  # noqa: E402
 from perfkit import book  # noqa: E402
-from perfkit.book.registry import REGISTRY
+from perfkit.experiments.registry import REGISTRY
 from perfkit.book.convolutions import experiments as conv, analysis as conv_analysis  # noqa: E402
 from perfkit import placement  # noqa: E402
 from perfkit.provenance import missing, modelled  # noqa: E402
 from figure_helpers import note_of
+from testkit import V100_PUBLISHED
 
 NAMES = ["conv_passes", "conv_channels", "conv_first_layer", "conv_layout", "conv_params", "conv_deepbench"]
-CPU_META = {"live": True, "device_name": "AMD EPYC 7B13", "measured_at": "2026-11-22T08:00:00+00:00"}
-V100 = "V100-SXM2, 2019"
 
 #: Tests that read DeepBench's published tables (kept outside the repository) skip without them.
 needs_deepbench = pytest.mark.skipif(
@@ -207,7 +206,7 @@ def test_first_layer_and_layout_effects_on_made_up_frames():
 
 @needs_deepbench
 def test_throughput_gain_pairs_shapes_that_differ_in_the_batch():
-    v100 = pk.provenance.published_counterparts("conv_deepbench")[V100]
+    v100 = pk.provenance.published_counterparts("conv_deepbench")[V100_PUBLISHED]
     gain = conv.throughput_gain(v100, 8, 16)
     assert 1.0 < gain < 2.0  # DeepBench's V100: a batch of 16 images is more efficient than 8
     made_up = pd.DataFrame([dict(v100.iloc[0], N=8, time_s=1.0), dict(v100.iloc[0], N=16, time_s=1.5)])
@@ -219,7 +218,7 @@ def test_throughput_gain_pairs_shapes_that_differ_in_the_batch():
 def test_the_model_against_deepbench_then():
     """The GEMM model of the implicit GEMMs against cuDNN's 2019 V100 times: same order of magnitude."""
     then = pk.provenance.published_counterparts("conv_deepbench")
-    v100 = conv.predicted_published(then[V100], pk.device_spec("V100-SXM2"))
+    v100 = conv.predicted_published(then[V100_PUBLISHED], pk.device_spec("V100-SXM2"))
     assert v100["predicted_s"].notna().all() and pk.source_of(v100).kind == "published"
     assert 0.6 < conv.model_agreement(v100) <= 1
     assert v100["ratio"].to_numpy() == pytest.approx((v100["predicted_s"] / v100["time_s"]).to_numpy())
@@ -273,7 +272,7 @@ def test_then_now_figure_draws_published_and_ours(short_bench, capsys):
 @needs_deepbench
 def test_speedups_of_convolutions_match_on_deepbenchs_columns():
     then = pk.provenance.published_counterparts("conv_deepbench")
-    v100, p100 = then[V100], then["P100-PCIe, 2018"]
+    v100, p100 = then[V100_PUBLISHED], then["P100-PCIe, 2018"]
     out = pk.then_now.speedups(v100, p100, on=pk.then_now.CONV_SHAPE)
     assert len(out) == v100[pk.then_now.CONV_SHAPE].drop_duplicates().shape[0]
     assert out["speedup"].median() > 1  # the V100's Tensor Cores beat the P100's FP32 math

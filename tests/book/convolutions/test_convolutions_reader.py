@@ -15,9 +15,8 @@ from perfkit.book.convolutions.analysis import DB_COLUMNS, conv_flops, conv_shap
 from perfkit.book.convolutions import interactive as ic
 from perfkit.book.interactive import MAX_HTML_BYTES, html_bytes
 from perfkit.book.convolutions import verdict as vc
-from testkit import CHAPTERS
+from testkit import CHAPTERS, H100, V100, framed
 
-H100, V100 = pk.device_spec("H100-SXM"), pk.device_spec("V100-SXM2")
 CHAPTER = CHAPTERS / "05_convolutions.md"
 
 #: Tests that read DeepBench's published tables (kept outside the repository) skip without them.
@@ -82,9 +81,7 @@ def test_channels_figure_model_only_says_so():
 def _channels_frame(kind: str = "gpu", device: str = "H100-SXM") -> pd.DataFrame:
     rows = [{"C": c, "N": 32, "H": 56, "R": 3, "dtype": d, "time_s": 1e-4 * c / 64, "tflops": 100.0 + c,
              "aligned": c % (8 if d == "float16" else 4) == 0} for d in ("float16", "tf32") for c in range(56, 73)]
-    frame = pd.DataFrame(rows)
-    frame.attrs["meta"] = _meta(device, kind)
-    return frame
+    return framed(rows, _meta(device, kind))
 
 
 def test_channels_figure_draws_a_recording_beside_the_model():
@@ -152,9 +149,8 @@ def test_deepbench_figure_sets_published_times_beside_the_model():
 def test_deepbench_figure_model_only_and_with_ours():
     figure = ic.deepbench_figure()
     assert "model only" in _title(figure) and len(figure.figure.data) == 2
-    ours = _v100_published().copy()
+    ours = framed(_v100_published(), _meta(), experiment="conv_deepbench")
     ours[["time_s", "bwd_inputs_time_s", "bwd_params_time_s"]] /= 4
-    ours.attrs = {"meta": {**_meta(), "experiment": "conv_deepbench"}}
     figure = ic.deepbench_figure(_v100_published(), ours)
     assert len(figure.figure.data) == 4 and "recorded on H100-SXM" in _title(figure)
     y = figure.figure.layout.updatemenus[0].buttons[5].args[0]["y"]
@@ -165,8 +161,7 @@ def test_deepbench_figure_model_only_and_with_ours():
 def test_deepbench_figure_refuses_bad_input():
     with pytest.raises(ValueError, match="then_spec"):
         ic.deepbench_figure(_v100_published(), then_spec="H100-SXM")
-    cpu = _v100_published().copy()
-    cpu.attrs = {"meta": _meta("x86_64 CPU", "cpu")}
+    cpu = framed(_v100_published(), _meta("x86_64 CPU", "cpu"))
     with pytest.raises(ValueError, match="CPU"):
         ic.deepbench_figure(None, cpu)
     with pytest.raises(ValueError, match="layers"):
@@ -259,14 +254,12 @@ def _synthetic() -> dict[str, pd.DataFrame]:
                 "time_s": 0.1, "first_call_s": 0.1} for layer in ("a", "b")]
     params = [{"sweep": "batch", "swept": b, "tflops": t} for b, t in ((8, 100.0), (16, 101.0), (32, 103.0))]
     passes = [{"phase": p, "time_s": 2.0, "predicted_s": 1.0} for p in ("forward", "dgrad", "wgrad")]
-    ours = vc.published_frames()["deepbench_v100"].copy()
+    ours = framed(vc.published_frames()["deepbench_v100"], _meta())
     ours["time_s"] /= 3
     frames = {"conv_channels": ch, "conv_first_layer": first, "conv_layout": layout, "conv_params": params,
               "conv_passes": passes}
-    out = {name: pd.DataFrame(rows) for name, rows in frames.items()}
+    out = {name: framed(rows, _meta()) for name, rows in frames.items()}
     out["conv_deepbench"] = ours
-    for frame in out.values():
-        frame.attrs = {"meta": _meta()}
     return {**out, **vc.published_frames()}
 
 
@@ -295,7 +288,7 @@ def test_findings_on_frames_with_known_effects():
 def test_cpu_frames_are_never_now():
     frames = _synthetic()
     for name in vc.EXPERIMENTS:
-        frames[name].attrs = {"meta": _meta("x86_64 CPU", "cpu")}
+        frames[name] = framed(frames[name], _meta("x86_64 CPU", "cpu"))
     table = pk.book.verdict.verdict_table(vc.findings(frames))
     assert (table["now"] == "—").all() and (table["verdict"] == "no data yet").all()
 

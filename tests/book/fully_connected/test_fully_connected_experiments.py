@@ -18,14 +18,14 @@ import pytest  # noqa: E402
 
 import perfkit as pk  # noqa: E402
 from perfkit import book  # noqa: E402
-from perfkit.book.registry import REGISTRY
+from perfkit.experiments.registry import REGISTRY
 from perfkit.book.fully_connected import experiments as fc  # noqa: E402
 from perfkit import placement  # noqa: E402
 from perfkit.provenance import modelled  # noqa: E402
 from figure_helpers import note_of
+from testkit import CPU_LIVE, framed
 
 NAMES = ["fc_passes", "fc_batch", "fc_features", "vocab_padding"]
-CPU_META = {"live": True, "device_name": "AMD EPYC 7B13", "measured_at": "2026-11-22T08:00:00+00:00"}
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples and noise: expected here
 
 
@@ -182,11 +182,6 @@ def _heading(fig) -> str:
     return " ".join(" ".join(titles).split())
 
 
-def _meta(frame):
-    frame.attrs["meta"] = dict(CPU_META)
-    return frame
-
-
 def test_figures_are_captioned_and_refuse_without_data(short_bench, capsys):
     passes = fc.fc_passes(device="cpu", in_features=16, out_features=24, batches=[4, 8], progress=False)
     batch = fc.fc_batch(device="cpu", in_features=16, out_features=24, batches=[1, 8, 64], progress=False)
@@ -196,7 +191,7 @@ def test_figures_are_captioned_and_refuse_without_data(short_bench, capsys):
                       (book.fully_connected.plot_vocab_padding, vocab), (book.fully_connected.plot_fc_features, feats)):
         assert "live on CPU" in _heading(fn(frame))
         assert note_of(fn(None, pk.provenance.missing("no recording yet"))) == "No recording yet: No recording yet"
-    hand = _meta(batch.copy())
+    hand = framed(batch, CPU_LIVE)
     assert "AMD EPYC" in _heading(book.fully_connected.plot_fc_batch(hand, models=[pk.device_spec("V100-SXM2")]))
 
 
@@ -208,8 +203,8 @@ def test_batch_figure_with_published_data_only_and_another_layer(capsys):
     text = _heading(fig)
     assert "published by Baidu DeepBench" in text and "model of H100-SXM" in text
     assert "Published data only" in capsys.readouterr().out
-    other = _meta(pd.DataFrame({"M": 64, "N": [1, 8], "K": 64, "dtype": "float32", "time_s": [1e-5, 2e-5],
-                                "tflops": [0.001, 0.003], "predicted_s": np.nan}))
+    other = framed({"M": 64, "N": [1, 8], "K": 64, "dtype": "float32", "time_s": [1e-5, 2e-5],
+                    "tflops": [0.001, 0.003], "predicted_s": np.nan}, CPU_LIVE)
     fig = book.fully_connected.plot_fc_batch(other, published=then)
     assert "published" not in _heading(fig) and "Not drawn: V100-SXM2, 2019" in capsys.readouterr().out
     with pytest.raises(TypeError, match="models"):

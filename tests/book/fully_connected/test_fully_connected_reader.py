@@ -16,8 +16,7 @@ from perfkit.book.fully_connected import experiments as fc_exp
 from perfkit.book.fully_connected import analysis as fc_analysis
 from perfkit.book.fully_connected import interactive as fc
 from perfkit.book.interactive import MAX_HTML_BYTES, figure_json, html_bytes
-
-V100, H100 = pk.device_spec("V100-SXM2"), pk.device_spec("H100-SXM")
+from testkit import H100, H100_NAME, V100, framed
 
 
 # --------------------------------------------------------------------------------------------
@@ -117,15 +116,12 @@ def test_layer_points_of_a_passes_frame():
     assert set(points[points.phase == "wgrad"]["batch"]) == {32, 512}  # wgrad's batch is its K
 
 
-def _live_batch(batches=(16, 128, 1024), device="NVIDIA H100 80GB HBM3"):
+def _live_batch(batches=(16, 128, 1024), device=H100_NAME):
     rows = []
     for B in batches:
         t = pk.predict_gemm_time(4096, B, 4096, "float16", H100) * 1.2
         rows.append(dict(M=4096, N=B, K=4096, dtype="float16", time_s=t, tflops=2 * 4096 * B * 4096 / t / 1e12))
-    frame = pd.DataFrame(rows)
-    frame.attrs["meta"] = {"live": True, "device_name": device, "device_kind": "gpu",
-                           "measured_at": "2026-11-20T10:00:00+00:00"}
-    return frame
+    return framed(rows, live=True, device_name=device, device_kind="gpu", measured_at="2026-11-20T10:00:00+00:00")
 
 
 def test_a_gpu_run_is_drawn_and_named():
@@ -254,10 +250,8 @@ def _batch_with_crossover(crossover: float) -> pd.DataFrame:
     for B in batches:
         t = max(floor, 2 * 4096 * B * 4096 / best)
         rows.append(dict(M=4096, N=B, K=4096, dtype="float16", time_s=t, tflops=2 * 4096 * B * 4096 / t / 1e12))
-    frame = pd.DataFrame(rows)
-    frame.attrs["meta"] = {"device": "H100-SXM", "device_name": "NVIDIA H100 80GB HBM3", "device_kind": "gpu",
-                           "recorded_at": "2026-11-20", "complete": True}
-    return frame
+    return framed(rows, device="H100-SXM", device_name=H100_NAME, device_kind="gpu", recorded_at="2026-11-20",
+                  complete=True)
 
 
 def test_findings_on_frames_with_known_effects():
@@ -320,10 +314,9 @@ def test_published_batch_sweeps_read_one_small_dimension_as_the_batch():
         fc_analysis.published_batch_sweeps(None, batch="K")
     with pytest.raises(ValueError, match="lacks the columns"):
         fc_analysis.published_batch_sweeps(pd.DataFrame({"M": [1]}))
-    rows = pd.DataFrame([dict(b=b, M=m, N=n, K=4096, dtype=d, time_s=1e-5, tflops=1.0)
-                         for b in (1, 2) for m in (4096, 256) for n in (256, 4096)
-                         for d in ("bfloat16", "float32", "float8_e4m3fn")])
-    rows.attrs["meta"] = {"device": "H100-SXM", "published_by": "OpenXLA"}
+    rows = framed([dict(b=b, M=m, N=n, K=4096, dtype=d, time_s=1e-5, tflops=1.0)
+                   for b in (1, 2) for m in (4096, 256) for n in (256, 4096)
+                   for d in ("bfloat16", "float32", "float8_e4m3fn")], device="H100-SXM", published_by="OpenXLA")
     by_n = fc_analysis.published_batch_sweeps(rows, layers=(4096,))
     assert set(by_n["dtype"]) == {"bfloat16", "tf32"} and (by_n["M"] == 4096).all()  # no fp8, b = 1 only
     assert sorted(by_n["N"].unique()) == [256, 4096] and by_n.attrs["meta"]["device"] == "H100-SXM"
@@ -415,14 +408,11 @@ def test_frame_device_reads_the_metadata_like_the_verdicts():
               {"device_name": "Some Future GPU", "device_kind": "gpu"},
               {"device_name": "CPU (x86_64)", "device_kind": "cpu"}, {}]
     for meta in frames:
-        frame = pd.DataFrame({"M": [1]})
-        frame.attrs["meta"] = meta
+        frame = framed({"M": [1]}, meta)
         found = fc_analysis.frame_device(frame)
         assert found == spec_of(frame), meta
     assert fc_analysis.frame_device(pd.DataFrame({"M": [1]})) is None  # no metadata, not live
-    frame = pd.DataFrame({"M": [1]})
-    frame.attrs["meta"] = {"device_name": "NVIDIA H100 80GB HBM3"}
-    assert fc_analysis.frame_device(frame).name == "H100-SXM"
+    assert fc_analysis.frame_device(framed({"M": [1]}, device_name=H100_NAME)).name == "H100-SXM"
 
 
 @pytest.mark.published
@@ -435,10 +425,10 @@ def test_reader_tables_show_seconds_in_the_unit_the_chapter_asks():
 
 
 def test_the_h100_crossover_figure_labels_published_points_and_the_model(capsys):
-    rows = pd.DataFrame([dict(b=1, M=4096, N=n, K=4096, dtype=d, time_s=t, tflops=2 * 4096 * n * 4096 / t / 1e12)
-                         for d in ("bfloat16", "float32") for n, t in ((256, 2e-5), (1024, 4e-5), (4096, 1.6e-4))])
-    rows.attrs["meta"] = {"device": "H100-SXM", "device_name": "H100", "published_by": "OpenXLA",
-                          "published_date": "2025", "timing": "CUPTI kernel time: the median"}
+    rows = framed([dict(b=1, M=4096, N=n, K=4096, dtype=d, time_s=t, tflops=2 * 4096 * n * 4096 / t / 1e12)
+                   for d in ("bfloat16", "float32") for n, t in ((256, 2e-5), (1024, 4e-5), (4096, 1.6e-4))],
+                  device="H100-SXM", device_name="H100", published_by="OpenXLA", published_date="2025",
+                  timing="CUPTI kernel time: the median")
     sweeps = fc_analysis.published_batch_sweeps(rows, layers=(4096,))
     fig = pk.book.fully_connected.plot_fc_crossover(sweeps, H100)
     title = fig._suptitle.get_text()

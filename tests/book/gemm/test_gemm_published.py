@@ -16,8 +16,8 @@ from perfkit.book.gemm import published as gp
 from perfkit.book.gemm import figures as plots
 from perfkit.book.figures import BookFigure
 from perfkit.published_data import HOW_TO_GET, has_published
+from testkit import H100, framed
 
-H100 = pk.device_spec("H100-SXM")
 XLA_META = {"published_by": "OpenXLA (XLA's GPU matmul performance table)", "device": "H100-SXM",
             "device_name": "H100", "published_date": "2025", "timing": "CUPTI kernel time: the median"}
 needs_xla = pytest.mark.skipif(not has_published("xla_h100_gemm"), reason=HOW_TO_GET)
@@ -34,9 +34,7 @@ def xla_frame(time_s=lambda M, N, K, b, d: 1e-5) -> pd.DataFrame:
                     t = time_s(M, M, K, b, d)
                     rows.append({"dtype": d, "math_dtype": math, "b": b, "M": M, "N": M, "K": K, "layout": "NN",
                                  "time_s": t, "tflops": 2 * b * M * M * K / t / 1e12})
-    frame = pd.DataFrame(rows)
-    frame.attrs["meta"] = dict(XLA_META)
-    return frame
+    return framed(rows, XLA_META)
 
 
 def test_xla_rows_keep_bf16_and_tf32_and_never_fp8():
@@ -120,10 +118,7 @@ def deepgemm_frame() -> pd.DataFrame:
         rows.append({"table": "Grouped GEMMs for MoE models (masked layout)", "groups": 4, "M": 256, "N": 4096,
                      "K": 7168, "dtype": "float8_e4m3fn (block-scaled)", "published": published, "time_s": 6e-5,
                      "tflops": 4 * 2 * 256 * 4096 * 7168 / 6e-5 / 1e12, "gbps": 2000.0})
-    frame = pd.DataFrame(rows)
-    frame.attrs["meta"] = {"published_by": "DeepGEMM (DeepSeek)", "device": "H800", "device_name": "H800",
-                           "published_date": "2025"}
-    return frame
+    return framed(rows, published_by="DeepGEMM (DeepSeek)", device="H800", device_name="H800", published_date="2025")
 
 
 def test_deepgemm_rows_regimes_and_numbers():

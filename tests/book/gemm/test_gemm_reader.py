@@ -15,30 +15,24 @@ from perfkit.book import problems as exercises
 from perfkit.book.gemm import interactive as igemm
 from perfkit.book.interactive import MAX_HTML_BYTES, InteractiveFigure, html_bytes, rounded
 from perfkit.book.gemm import verdict as vgemm
-from testkit import CHAPTERS
+from testkit import CHAPTERS, H100, H100_NAME, framed
 
 CHAPTER = CHAPTERS / "02_gemm.md"
-H100 = pk.device_spec("H100-SXM")
 TILE = (256, 128)
 
 
-def _meta(experiment: str, **extra) -> dict:
-    return {"experiment": experiment, "device_name": "NVIDIA H100 80GB HBM3", "device_kind": "gpu",
-            "recorded_at": "2026-01-02T00:00:00Z", "complete": True, **extra}
-
-
 def _frame(rows: list[dict], experiment: str, **meta) -> pd.DataFrame:
-    frame = pd.DataFrame(rows)
-    frame.attrs["meta"] = _meta(experiment, **meta)
-    return frame
+    """``rows`` as a recording of ``experiment`` on an H100 (``meta`` overrides)."""
+    return framed(rows, {"experiment": experiment, "device_name": H100_NAME, "device_kind": "gpu",
+                         "recorded_at": "2026-01-02T00:00:00Z", "complete": True}, **meta)
 
 
 def _gemm_row(M, N, K, dtype, t, **extra) -> dict:
     return dict(M=M, N=N, K=K, dtype=dtype, time_s=t, iqr_s=0.01 * t, tflops=2 * M * N * K / t / 1e12, **extra)
 
 
-def waves_frame(*, quantized: bool = True, M: int = 3072, K: int = 4096) -> pd.DataFrame:
-    """A gemm_waves-like frame on an H100: forced-tile times from the model (steps), or ∝ N."""
+def waves_frame(*, quantized: bool = True, M: int = 3072, K: int = 4096, **meta) -> pd.DataFrame:
+    """A gemm_waves-like frame on an H100 (``meta`` overrides): forced-tile times from the model (steps), or ∝ N."""
     rows = []
     for N in range(64, 4608 + 1, 64):
         wq = pk.wave_quantization(M, N, TILE, H100.sms)
@@ -48,7 +42,7 @@ def waves_frame(*, quantized: bool = True, M: int = 3072, K: int = 4096) -> pd.D
                 t = 1e-7 * N
             rows.append(_gemm_row(M, N, K, "float16", t, impl=impl, tile_m=256, tile_n=128, block_k=64,
                                   tiles=wq.tiles, waves=wq.waves, predicted_s=t))
-    return _frame(rows, "gemm_waves")
+    return _frame(rows, "gemm_waves", **meta)
 
 
 def tile_frame(*, quantized: bool = True, K: int = 2048) -> pd.DataFrame:
@@ -156,9 +150,7 @@ def test_provenance_in_the_title():
     recorded = igemm.waves_figure(waves_frame()).figure.layout.title.text
     assert "recorded on NVIDIA H100 80GB HBM3 on 2026-01-02" in recorded
     assert "model of H100-SXM" in recorded
-    unknown = waves_frame()
-    unknown.attrs["meta"] = dict(unknown.attrs["meta"], device_name="NVIDIA Imaginary GPU",
-                                 device="NVIDIA Imaginary GPU")
+    unknown = waves_frame(device_name="NVIDIA Imaginary GPU", device="NVIDIA Imaginary GPU")
     figure = igemm.waves_figure(unknown)  # no spec to model it with: the reference GPU, no points
     assert "NVIDIA Imaginary GPU" in figure.figure.layout.title.text and "H100-SXM" in figure.figure.layout.title.text
     assert not any(str(t.name).startswith("measured") for t in figure.figure.data)
@@ -179,8 +171,7 @@ def test_bad_input_is_refused_with_the_parameter_named():
         igemm.waves_figure("gemm_waves")
     with pytest.raises(ValueError, match="lacks"):
         igemm.waves_figure(waves_frame().drop(columns=["impl"]))
-    cpu = waves_frame()
-    cpu.attrs["meta"] = dict(cpu.attrs["meta"], device_kind="cpu", device_name="CPU (x86_64, 2 cores)")
+    cpu = waves_frame(device_kind="cpu", device_name="CPU (x86_64, 2 cores)")
     with pytest.raises(ValueError, match="CPU"):
         igemm.waves_figure(cpu)
     with pytest.raises(ValueError, match="not on spec"):

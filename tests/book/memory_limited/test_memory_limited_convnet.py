@@ -18,14 +18,13 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-import perfkit as pk  # noqa: E402
-from perfkit.book.registry import REGISTRY
+from perfkit.experiments.registry import REGISTRY
 from perfkit.book.memory_limited import convnet as cv  # noqa: E402
 from perfkit.book.memory_limited import fusion_figures as plots  # noqa: E402
 from perfkit.provenance import missing, modelled  # noqa: E402
 from figure_helpers import note_of
+from testkit import H100
 
-H100 = pk.device_spec("H100-SXM")
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples and noise: expected here
 
 

@@ -20,7 +20,7 @@ import torch  # noqa: E402
 
 import perfkit as pk  # noqa: E402
 from perfkit import book  # noqa: E402
-from perfkit.book.registry import REGISTRY
+from perfkit.experiments.registry import REGISTRY
 from perfkit.book.memory_limited import experiments as memory  # noqa: E402
 from perfkit.provenance import modelled  # noqa: E402
 from figure_helpers import note_of

@@ -17,14 +17,14 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import perfkit as pk  # noqa: E402
-from perfkit.book.registry import REGISTRY  # noqa: E402
+from perfkit.experiments.registry import REGISTRY  # noqa: E402
 from perfkit import placement  # noqa: E402
 from perfkit.book.memory_limited import fusion as fu  # noqa: E402
 from perfkit.book.memory_limited import fusion_figures as plots  # noqa: E402
 from perfkit.provenance import missing, modelled  # noqa: E402
 from figure_helpers import note_of
+from testkit import H100
 
-H100 = pk.device_spec("H100-SXM")
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples and noise: expected here
 no_compiler = pytest.mark.skipif(fu.compiler_missing("cpu") is not None,
                                  reason="torch.compile needs a C++ compiler")
@@ -104,6 +104,7 @@ def test_fusion_chains_eager_on_cpu_both_chains(short_bench):
     assert fu.fusion_savings(frame).empty
 
 
+@pytest.mark.slow  # torch.compile builds a kernel: seconds
 @no_compiler
 def test_fusion_chains_quick_cpu_run_compiles_one_graph(short_bench):
     frame = fu.fusion_chains(device="cpu", quick=True, progress=False)

@@ -20,8 +20,9 @@ from perfkit.book.memory_limited import published as mp
 from perfkit.book.timing import published as tp
 from perfkit.book.figures import BookFigure
 from figure_helpers import note_of
+from testkit import A100, H100, framed
 
-H100, A100, H200 = (pk.device_spec(n) for n in ("H100-SXM", "A100-SXM4-80GB", "H200"))
+H200 = pk.device_spec("H200")
 
 
 def _needs(source: str) -> pd.DataFrame:
@@ -89,10 +90,8 @@ def _model_as_measured(spec=H100) -> pd.DataFrame:
     fwd = mp.liger_forward(None, model=spec)
     frame = fwd[["device", "kernel", "provider", "dtype", "rows", "hidden"]].assign(
         mode="forward", time_s=fwd["predicted_s"], time_s_p20=fwd["predicted_s"], time_s_p80=fwd["predicted_s"])
-    frame = frame[frame["time_s"].notna()].reset_index(drop=True)
-    frame.attrs["meta"] = {"published_by": "a test", "published_date": "2026", "device_name": spec.name,
-                           "timing": "none"}
-    return frame
+    return framed(frame[frame["time_s"].notna()].reset_index(drop=True), published_by="a test",
+                  published_date="2026", device_name=spec.name, timing="none")
 
 
 def test_liger_forward_and_pairs_on_known_times():

@@ -15,24 +15,18 @@ from perfkit.book.memory_limited import convnet, fusion, experiments as memory
 from perfkit.book.memory_limited import interactive as interactive
 from perfkit.book.interactive import MAX_HTML_BYTES, html_bytes
 from perfkit.book.memory_limited import verdict as verdict
+from testkit import H100, H100_NAME, framed
 
-H100 = pk.device_spec("H100-SXM")
-GPU_META = {"experiment": "x", "device_name": "NVIDIA H100 80GB HBM3", "device": "H100-SXM",
+GPU_META = {"experiment": "x", "device_name": H100_NAME, "device": "H100-SXM",
             "device_kind": "gpu", "recorded_at": "2026-01-02T00:00:00+00:00", "complete": True}
 CPU_META = {"experiment": "x", "live": True, "device_name": "CPU (x86_64, 2 cores)", "device_kind": "cpu"}
-
-
-def _on(frame: pd.DataFrame, meta: dict) -> pd.DataFrame:
-    frame = frame.copy()
-    frame.attrs["meta"] = dict(meta)
-    return frame
 
 
 def _as_measured(frame: pd.DataFrame, meta: dict = GPU_META) -> pd.DataFrame:
     """A model-only frame whose 'measured' times are the model's own: known effects."""
     frame = frame.copy()
     frame["time_s"] = frame["predicted_s"]
-    return _on(frame, meta)
+    return framed(frame, meta)
 
 
 # ------------------------------------------------------------------------------ the figure
@@ -149,7 +143,7 @@ def test_bad_input():
     with pytest.raises(LookupError, match="activation_sizes"):
         interactive.time_vs_bytes({"gemm": acts})
     with pytest.raises(ValueError, match="CPU"):
-        interactive.time_vs_bytes({"activation_sizes": _on(acts, CPU_META)})
+        interactive.time_vs_bytes({"activation_sizes": framed(acts, CPU_META)})
     with pytest.raises(ValueError, match="columns"):
         interactive.time_vs_bytes({"batchnorm_sizes": acts})
     with pytest.raises(TypeError, match="frames"):
@@ -314,8 +308,8 @@ def test_cpu_frames_are_never_now(cpu_runs):
 def test_batch_norm_and_pooling_effects_from_frames(cpu_runs):
     """The CPU runs relabelled as a GPU's, with a copy ceiling of 20 GB/s: the verdict's numbers
     are the chapter's analysis functions applied to them."""
-    frames = {name: _on(f, GPU_META) for name, f in cpu_runs.items()}
-    frames["ceiling_copy"] = _on(pd.DataFrame({"gbps": [12.0, 20.0]}), GPU_META)
+    frames = {name: framed(f, GPU_META) for name, f in cpu_runs.items()}
+    frames["ceiling_copy"] = framed({"gbps": [12.0, 20.0]}, GPU_META)
     e = verdict.effects(frames)
     bn = frames["batchnorm_sizes"]
     speed = memory.layout_speedup(bn)
@@ -330,12 +324,12 @@ def test_batch_norm_and_pooling_effects_from_frames(cpu_runs):
 
 
 def test_the_copy_ceiling():
-    copy = _on(pd.DataFrame({"gbps": [2500.0, 3100.0]}), GPU_META)
+    copy = framed({"gbps": [2500.0, 3100.0]}, GPU_META)
     acts = _as_measured(memory.predicted_activations(H100))
     assert verdict.copy_ceiling(copy, acts)[0] == 3100e9
     bandwidth, source = verdict.copy_ceiling(None, acts)
     assert bandwidth == pk.achievable_ceilings(H100).bandwidth and source
-    assert verdict.copy_ceiling(_on(copy, CPU_META), None) == (None, None)  # a CPU's copy is no GPU's
+    assert verdict.copy_ceiling(framed(copy, CPU_META), None) == (None, None)  # a CPU's copy is no GPU's
     assert verdict.copy_ceiling(None, None) == (None, None)
     with pytest.raises(TypeError, match="frames"):
         verdict.findings([1, 2])

@@ -19,16 +19,16 @@ import torch  # noqa: E402
 
 import perfkit as pk  # noqa: E402
 from perfkit import book  # noqa: E402
-from perfkit.book.registry import REGISTRY, missing_needs
+from perfkit.experiments.registry import REGISTRY, missing_needs
 from perfkit.book.recurrent import experiments as rnn  # noqa: E402
 from perfkit import placement  # noqa: E402
 from perfkit.timing import bench  # noqa: E402
 
 from perfkit.kernels import cupy_rnn as kernel  # noqa: E402
 from figure_helpers import figure_named, note_of
+from testkit import H100_RECORDED, RECORDED_LABEL, framed
+
 CPU_RUNNABLE = ["rnn_combine_time", "rnn_hidden", "rnn_batch", "rnn_cudnn"]
-RECORDED = "recorded on NVIDIA H100 80GB HBM3 on 2026-11-20"
-H100_META = {"device_name": "NVIDIA H100 80GB HBM3", "recorded_at": "2026-11-20T10:00:00+00:00", "complete": True}
 
 #: Tests that read DeepBench's published tables (kept outside the repository) skip without them.
 needs_deepbench = pytest.mark.skipif(
@@ -235,9 +235,8 @@ def test_figures_of_cpu_runs_are_labelled_and_none_without_data(name, plot, caps
     frame = _cpu_frame(name)
     fig = figure_named(plot)(frame)
     assert isinstance(fig, matplotlib.figure.Figure) and "live (quick sweep) on CPU" in fig._suptitle.get_text()
-    recorded = frame.copy()
-    recorded.attrs["meta"] = dict(H100_META)
-    assert RECORDED in " ".join(figure_named(plot)(recorded)._suptitle.get_text().split())
+    recorded = framed(frame, H100_RECORDED)
+    assert RECORDED_LABEL in " ".join(figure_named(plot)(recorded)._suptitle.get_text().split())
     assert note_of(figure_named(plot)(None, "no recording yet")) == "Nothing to draw: No recording yet"
     with pytest.raises(ValueError, match="source="):
         figure_named(plot)(frame.copy().pipe(lambda f: setattr(f, "attrs", {}) or f))
@@ -257,8 +256,8 @@ def test_persistent_figure_marks_refused_shapes():
                  tflops=2 * h * h * b * 8 / t / 1e12, predicted_s=1e-4, note="")
             for h in (512, 4096) for b in (1, 4) for i in ("persistent", "cudnn", "gemm loop")
             for t in [math.nan if (i == "persistent" and h == 4096) else 1e-4 * b]]
-    fig = book.recurrent.plot_persistent(pd.DataFrame(rows), source=RECORDED)
-    assert len(fig.axes) == 2 and RECORDED in " ".join(fig._suptitle.get_text().split())
+    fig = book.recurrent.plot_persistent(pd.DataFrame(rows), source=RECORDED_LABEL)
+    assert len(fig.axes) == 2 and RECORDED_LABEL in " ".join(fig._suptitle.get_text().split())
     assert note_of(book.recurrent.plot_persistent(None, "no GPU")) == "Nothing to draw: No GPU"
 
 

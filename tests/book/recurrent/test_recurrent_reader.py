@@ -16,8 +16,9 @@ from perfkit.book.recurrent import analysis as analysis
 from perfkit.book.recurrent import interactive as interactive
 from perfkit.book.interactive import MAX_HTML_BYTES, figure_json, html_bytes
 from perfkit.book.recurrent import verdict as verdicts
+from testkit import H100_NAME, framed
 
-GPU_META = {"experiment": "synthetic", "device_name": "NVIDIA H100 80GB HBM3", "device_kind": "gpu",
+GPU_META = {"experiment": "synthetic", "device_name": H100_NAME, "device_kind": "gpu",
             "recorded_at": "2026-01-01T00:00:00+00:00", "complete": True}
 
 #: Tests that read DeepBench's published tables (kept outside the repository) skip without them.
@@ -107,9 +108,9 @@ def test_on_chip_note_follows_the_persistent_plan(step):
 def test_our_points_and_the_model_only_heading():
     alone = interactive.recurrent_step(hidden=[512, 1024])
     assert "none given" in alone.figure.layout.title.text and "model of" in alone.figure.layout.title.text
-    ours = pd.DataFrame({"cell": "rnn", "hidden": 1024, "batch": [1, 32, 32], "layout": ["NN", "NN", "TN"],
-                         "dtype": "float16", "tflops": [1.0, 20.0, 5.0], "time_s": [2e-6, 3e-6, 1e-5]})
-    ours.attrs["meta"] = dict(GPU_META, experiment="rnn_batch")
+    ours = framed({"cell": "rnn", "hidden": 1024, "batch": [1, 32, 32], "layout": ["NN", "NN", "TN"],
+                   "dtype": "float16", "tflops": [1.0, 20.0, 5.0], "time_s": [2e-6, 3e-6, 1e-5]}, GPU_META,
+                  experiment="rnn_batch")
     fig = interactive.recurrent_step(ours, hidden=[512, 1024])
     assert "recorded on NVIDIA H100" in fig.figure.layout.title.text
     last = len(fig.figure.data) - 1
@@ -229,12 +230,6 @@ def test_frames_are_recorded_and_published_only():
     assert table.loc[0, "then"] == f"{then:.2f}" and then > 5  # the V100's N = 7000 vs 16
 
 
-def _gpu(frame):
-    frame = frame.copy()
-    frame.attrs["meta"] = dict(GPU_META, experiment="synthetic")
-    return frame
-
-
 def _batch_frame():
     """An rnn_batch-like frame with known effects: b = 32 ÷ b = 1 is 20×, 128 ÷ 125 is 1.05×,
     TN 1.5× slower than NN."""
@@ -252,7 +247,7 @@ def _by_claim(frames):
 
 
 def test_synthetic_frames_give_the_expected_verdicts():
-    found = _by_claim({"rnn_batch": _gpu(_batch_frame())})
+    found = _by_claim({"rnn_batch": framed(_batch_frame(), GPU_META)})
     gain = found[("Minibatch ≥ 32", "×14 TFLOP/s from batch 1 to 32 (cuBLAS)")]
     assert (gain.now, gain.verdict) == ("20.00", "holds")
     pen = found[("Multiples of 32", "over 4× lost at (2560, 125, 2560) vs N = 128")]
@@ -263,7 +258,7 @@ def test_synthetic_frames_give_the_expected_verdicts():
                                 time_s=t, input_gemm_s=t / 10, tflops=1.0 / t)
                            for b in (16, 128) for impl, t in (("cudnn", 1e-3), ("gemm loop", 1.2e-3),
                                                                ("gemm loop (CUDA graph)", 1e-3))])
-    found = _by_claim({"rnn_cudnn": _gpu(layers)})
+    found = _by_claim({"rnn_cudnn": framed(layers, GPU_META)})
     assert found[("Use cuDNN", "cuDNN faster than an eager loop of GEMMs")].verdict == "weaker"  # 1.2×
     assert found[("Use cuDNN", "cuDNN faster than the loop replayed from a CUDA graph")].verdict == "gone"
     batch = found[("Doubling the minibatch costs < 2× the time", "batch 128 vs 16: TFLOP/s of whole layers")]
@@ -278,7 +273,7 @@ def test_cpu_runs_are_never_now_but_compute_like_the_chapter(short_bench):
     assert batch.attrs["meta"]["device_kind"] == "cpu"
     cpu = {"rnn_batch": batch, "rnn_combine_time": combine}
     assert all(v is None for k, v in verdicts.effects(cpu).items() if not k.startswith("then"))
-    relabelled = verdicts.effects({k: _gpu(f) for k, f in cpu.items()})
+    relabelled = verdicts.effects({k: framed(f, GPU_META) for k, f in cpu.items()})
     vanilla = dict(cell="rnn", hidden=2560, layout="NN")
     assert relabelled["gain_32"] == analysis.throughput_ratio(batch, "batch", 32, 1, **vanilla)
     assert relabelled["pen_125"] == analysis.throughput_ratio(batch, "batch", 128, 125, **vanilla)
@@ -328,7 +323,7 @@ def test_layout_table_reads_the_recurrent_gemms_of_a_gemm_frame():
 def test_batch_effects_are_the_verdicts_numbers():
     frame = _batch_frame()
     table = analysis.batch_effects(frame).set_index("compared")["ratio (×)"]
-    e = verdicts.effects({"rnn_batch": _gpu(frame)})
+    e = verdicts.effects({"rnn_batch": framed(frame, GPU_META)})
     assert table["TFLOP/s at 32 ÷ 1, H = 2560 NN"] == pytest.approx(e["gain_32"]) == pytest.approx(20)
     assert table["TFLOP/s at 128 ÷ 125, H = 2560 NN"] == pytest.approx(e["pen_125"])
     assert table["slower layout ÷ faster, median"] == pytest.approx(e["spread"]) == pytest.approx(1.5)

@@ -15,8 +15,7 @@ from perfkit.book import transformers as tr
 from perfkit.book.figures import BookFigure
 from perfkit.book.transformers import analysis, verdict
 from perfkit.display import Note
-
-H100 = pk.device_spec("H100-SXM")
+from testkit import H100, framed
 
 
 def _measured(frame: pd.DataFrame, meta: bool = True, **factors: float) -> pd.DataFrame:
@@ -25,8 +24,7 @@ def _measured(frame: pd.DataFrame, meta: bool = True, **factors: float) -> pd.Da
     out = frame.copy()
     scale = out["backend"].map(factors).fillna(1.0) if "backend" in out else 1.0
     out["time_s"] = out["predicted_s"] * scale
-    out.attrs["meta"] = {"device": "H100-SXM", "device_kind": "gpu", "live": False} if meta else {}
-    return out
+    return framed(out, {"device": "H100-SXM", "device_kind": "gpu", "live": False} if meta else {})
 
 
 # --------------------------------------------------------------------------------------------
@@ -172,8 +170,7 @@ def test_verdicts_rest_on_gpu_frames_and_ignore_a_cpu_run():
     assert fusion["now"] == f"{verdict.model_effects(H100)['fusion']:.2f}"
     assert table.loc["Dimensions a multiple of 64", "verdict"] == "no data yet"  # no head-dim frame
     assert (table["then"] == "—").all()
-    cpu = frames["decode_steps"].copy()
-    cpu.attrs["meta"] = {"device": "CPU (x86_64, 2 cores)", "device_kind": "cpu", "live": True}
+    cpu = framed(frames["decode_steps"], device="CPU (x86_64, 2 cores)", device_kind="cpu", live=True)
     effects = verdict.effects({"decode_steps": cpu})
     assert effects["batching"] is None and effects["gqa"] is None
     with pytest.raises(ValueError, match="unknown key"):

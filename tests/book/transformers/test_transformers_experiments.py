@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 import perfkit as pk
 from perfkit import placement, timing
-from perfkit.book.registry import REGISTRY
+from perfkit.experiments.registry import REGISTRY
 from perfkit.book.transformers import decoding as dx
 from perfkit.book.transformers import experiments as tx
 

@@ -15,8 +15,8 @@ from perfkit.book.interactive import MAX_HTML_BYTES, html_bytes
 from perfkit.book.transformers import decoding, interactive
 from perfkit.book.transformers import problems
 from figure_helpers import steps
+from testkit import H100, V100
 
-H100, V100 = pk.device_spec("H100-SXM"), pk.device_spec("V100-SXM2")
 P, LAYERS, HEADS, D = 6_740_000_000, 32, 32, 128  # LLaMA-2-7B
 BF16 = 2  # bytes per bfloat16 value
 

@@ -25,12 +25,12 @@ from perfkit.devices import cuda_available
 from perfkit.units import format_time
 from perfkit.advisor import FINDING_COLUMNS, LAYER_COLUMNS, QUANTIZATION_THRESHOLD, RULES, UNMAPPED_COLUMNS
 
-H100 = "H100-SXM"
+H100_SXM = "H100-SXM"
 BF16 = "bfloat16"
 
 
 def advise(model, inputs, **kw):
-    kw.setdefault("spec", H100)
+    kw.setdefault("spec", H100_SXM)
     kw.setdefault("dtype", BF16)
     return pk.advise(model, inputs, **kw)
 
@@ -40,7 +40,7 @@ def rule(advice, name: str) -> pd.DataFrame:
 
 
 def spec():
-    return pk.device_spec(H100)
+    return pk.device_spec(H100_SXM)
 
 
 # ------------------------------------------------------------------------------------ small models
@@ -380,7 +380,7 @@ def test_memory_bound_names_the_channels_not_the_batch_when_the_channels_limit_i
     # ResNet-50's layer1.0.conv1: a 1x1 convolution 64 → 64 sits at 32 FLOP/B whatever the batch
     net = nn.Sequential(nn.Conv2d(64, 64, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU())
     a = advise(net.to(memory_format=torch.channels_last),
-               torch.randn(batch, 64, 56, 56).to(memory_format=torch.channels_last), spec=H100)
+               torch.randn(batch, 64, 56, 56).to(memory_format=torch.channels_last), spec=H100_SXM)
     f = rule(a, "memory_bound").set_index("layer").loc["0"]
     assert "32 FLOP/B" in f.message and "output channels (64)" in f.message and "filter taps (64)" in f.message
     assert "a larger batch will not help" in f.fix
@@ -899,7 +899,7 @@ def test_str_and_html_name_the_rules_the_device_and_the_dtype():
     for r in set(RULES) - fired:
         assert f"- {r}:" not in text
     for s in (text, page):
-        assert H100 in s and BF16 in s
+        assert H100_SXM in s and BF16 in s
     assert list(a.by_rule().index) == [r for r in RULES if r in fired]
     clean = advise(nn.Linear(1024, 1024), torch.randn(8192, 1024), rules=["alignment"])
     assert "no findings" in str(clean).lower() and "no findings" in clean._repr_html_().lower()
@@ -908,9 +908,9 @@ def test_str_and_html_name_the_rules_the_device_and_the_dtype():
 # ---------------------------------------------------------------------------------- command line
 def test_cli_advise_an_lstm(capsys, tmp_path):
     csv = tmp_path / "findings.csv"
-    assert main(["advise", "perfkit.zoo:lstm_lm", "--input", "20x35:int64", "--spec", H100, "--csv", str(csv)]) == 0
+    assert main(["advise", "perfkit.zoo:lstm_lm", "--input", "20x35:int64", "--spec", H100_SXM, "--csv", str(csv)]) == 0
     out = capsys.readouterr().out
-    assert "- rnn_sizes: 2 findings" in out and "e.g. lstm" in out and "batch 20 → 24" in out and H100 in out
+    assert "- rnn_sizes: 2 findings" in out and "e.g. lstm" in out and "batch 20 → 24" in out and H100_SXM in out
     table = pd.read_csv(csv, keep_default_na=False)
     assert list(table.columns) == list(FINDING_COLUMNS)
     assert {"hidden 1000 → 1024", "batch 20 → 24"} <= set(table.loc[table["rule"] == "rnn_sizes", "fix"])
@@ -921,18 +921,18 @@ def test_cli_inference_and_no_meta(capsys, monkeypatch):
     factories = types.ModuleType("_advisor_factories")
     factories.head = lambda: Head(64, 100)
     monkeypatch.setitem(sys.modules, "_advisor_factories", factories)
-    assert main(["advise", "_advisor_factories:head", "--input", "60x64", "--spec", H100, "--inference",
+    assert main(["advise", "_advisor_factories:head", "--input", "60x64", "--spec", H100_SXM, "--inference",
                  "--no-meta", "--dtype", "float16"]) == 0
     out = capsys.readouterr().out
     assert "forward pass" in out and "float16" in out and "real forward pass" in out
 
 
 def test_cli_step_time_prints_the_mfu(capsys):
-    assert main(["advise", "perfkit.zoo:lstm_lm", "--input", "20x35:int64", "--spec", H100, "--step-time",
+    assert main(["advise", "perfkit.zoo:lstm_lm", "--input", "20x35:int64", "--spec", H100_SXM, "--step-time",
                  "0.002"]) == 0
     out = capsys.readouterr().out
     assert "measured step of 0.002 s:" in out and "MFU" in out and "989 TFLOP/s dense datasheet peak" in out
-    assert main(["advise", "perfkit.zoo:lstm_lm", "--input", "20x35:int64", "--spec", H100, "--step-time",
+    assert main(["advise", "perfkit.zoo:lstm_lm", "--input", "20x35:int64", "--spec", H100_SXM, "--step-time",
                  "-1"]) == 2
     assert "step_time_s" in capsys.readouterr().err
 

@@ -43,7 +43,7 @@ from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count  # noqa: E
 import perfkit as pk  # noqa: E402
 from perfkit.units import format_percent  # noqa: E402
 
-H100, BF16 = "H100-SXM", "bfloat16"
+H100_SXM, BF16 = "H100-SXM", "bfloat16"
 
 # Llama-2-7B's widths (two layers: every layer is the same, and meta tensors cost nothing).
 LLAMA_7B = {"hidden_size": 4096, "intermediate_size": 11008, "num_attention_heads": 32, "num_key_value_heads": 32,
@@ -153,7 +153,7 @@ def build(name: str) -> tuple[nn.Module, object]:
 def advised(name: str, training: bool = True):
     """(model, inputs, advice) for ``MODELS[name]``; cached, as advise leaves the model as it was."""
     model, inputs = build(name)
-    return model, inputs, pk.advise(model, inputs, BF16, H100, training=training)
+    return model, inputs, pk.advise(model, inputs, BF16, H100_SXM, training=training)
 
 
 def call(model: nn.Module, inputs) -> object:
@@ -269,7 +269,7 @@ def test_training_flops_match_torch_flop_counter(name):
     else:
         with torch.device("meta"):
             model, inputs = getattr(pk.zoo, name)(), _meta(8, 3, 224, 224)
-    advice = pk.advise(model, inputs, BF16, H100, training=True)
+    advice = pk.advise(model, inputs, BF16, H100_SXM, training=True)
     model.train()
     with FlopCounterMode(display=False) as counter:
         out = call(model, inputs)
@@ -283,7 +283,7 @@ def test_training_flops_of_a_grouped_convolution():
     too many), so the reference here is the arithmetic: 2·N·P·Q·K·(C/groups)·R·S per pass."""
     with torch.device("meta"):
         model = nn.Sequential(nn.Conv2d(32, 96, 1), nn.Conv2d(96, 96, 3, padding=1, groups=96))
-    advice = pk.advise(model, _meta(8, 32, 56, 56), BF16, H100, training=True)
+    advice = pk.advise(model, _meta(8, 32, 56, 56), BF16, H100_SXM, training=True)
     forward = 2 * 8 * 56 * 56 * 96 * 1 * 9
     depthwise = advice.layers[advice.layers["layer"] == "1"]
     assert depthwise["flops"].sum() == 3 * forward and set(depthwise["op"]) == {"conv.direct"}
@@ -292,7 +292,7 @@ def test_training_flops_of_a_grouped_convolution():
 # ------------------------------------------------------------------------------------------- c. MFU
 def test_mfu_against_peak_and_ceiling():
     _, _, advice = advised("gpt2", True)
-    spec = pk.device_spec(H100)
+    spec = pk.device_spec(H100_SXM)
     m = advice.mfu(0.25)
     assert m.flops == advice.flops and m.step_time_s == 0.25
     assert m.flop_s == pytest.approx(advice.flops / 0.25)
@@ -423,7 +423,7 @@ def test_memory_bound_names_what_limits_it(batch):
     limit it, so "a larger batch" is the wrong fix."""
     with torch.device("meta"):
         model = pk.zoo.resnet50()
-    advice = pk.advise(model, _meta(batch, 3, 224, 224), BF16, H100, training=True)
+    advice = pk.advise(model, _meta(batch, 3, 224, 224), BF16, H100_SXM, training=True)
     mb = rule(advice, "memory_bound")
     hits = list(mb[mb["layer"] == "layer1.0.conv1"].itertuples())
     assert len(hits) == 1
@@ -438,7 +438,7 @@ def test_decoding_one_token_is_small_batch_only():
     are priced at the same batch, where padding 1 token to 8 saves nothing."""
     with torch.device("meta"):
         model = tf.LlamaForCausalLM(tf.LlamaConfig(num_hidden_layers=2, **LLAMA_7B))
-    advice = pk.advise(model, {"input_ids": _ids(1, 1)}, BF16, H100, training=False)
+    advice = pk.advise(model, {"input_ids": _ids(1, 1)}, BF16, H100_SXM, training=False)
     for name in ("alignment", "rnn_sizes"):
         found = rule(advice, name)
         assert not (found["predicted_saving_s"] > 0).any(), found[["layer", "message", "fix"]].to_string()
@@ -456,7 +456,7 @@ def test_memory_bound_share_reported(name):
     if name == "resnet50":
         with torch.device("meta"):
             model = pk.zoo.resnet50()
-        advice = pk.advise(model, _meta(32, 3, 224, 224), BF16, H100, training=True)
+        advice = pk.advise(model, _meta(32, 3, 224, 224), BF16, H100_SXM, training=True)
     else:
         advice = advised(name, True)[2]
     share = advice.memory_bound_share
@@ -477,7 +477,7 @@ def test_gpt2_with_a_mask_or_without_cache_runs_on_meta(extra):
         model = tf.GPT2LMHeadModel(tf.GPT2Config(n_layer=2))
     ids = _ids(4, 128)
     kw = {k: torch.ones(4, 128, dtype=torch.long, device="meta") if v == "ones" else v for k, v in extra.items()}
-    advice = pk.advise(model, {"input_ids": ids, **kw}, BF16, H100)
+    advice = pk.advise(model, {"input_ids": ids, **kw}, BF16, H100_SXM)
     assert advice.path == "meta" and advice.step_s > 0
 
 
@@ -486,7 +486,7 @@ def test_batch_encoding_is_accepted():
         model = tf.GPT2LMHeadModel(tf.GPT2Config(n_layer=2))
     batch = tf.BatchEncoding({"input_ids": _ids(4, 128), "attention_mask": torch.ones(4, 128, dtype=torch.long,
                                                                                       device="meta")})
-    advice = pk.advise(model, batch, BF16, H100)
+    advice = pk.advise(model, batch, BF16, H100_SXM)
     assert advice.path == "meta" and advice.step_s > 0
 
 
@@ -510,6 +510,6 @@ def test_empty_batch_is_refused_before_the_forward_pass(case):
     ran = []
     model.register_forward_pre_hook(lambda module, args: ran.append(module))
     with pytest.raises(ValueError, match="example_inputs") as err:
-        pk.advise(model, inputs, BF16, H100)
+        pk.advise(model, inputs, BF16, H100_SXM)
     assert re.search(r"zero|empty", str(err.value), re.IGNORECASE), str(err.value)
     assert not ran, "the forward pass ran"

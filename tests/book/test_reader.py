@@ -271,6 +271,7 @@ def test_rounded_keeps_the_page_small():
 # The book-wide verdict table
 
 
+@pytest.mark.slow  # every chapter's verdicts: seconds
 def test_book_verdict_table():
     table = pk.book.scorecard.book_table()
     assert list(table.columns) == ["chapter", "title", "rule", "source", "claim", "then", "now", "unit",
@@ -297,6 +298,7 @@ def test_book_verdict_table():
         pk.book.scorecard.book_table_html(pd.DataFrame({"rule": ["x"]}))
 
 
+@pytest.mark.slow  # every chapter's verdicts: seconds
 def test_book_summary_counts_by_evidence():
     table = pk.book.scorecard.book_table()
     n = len(table)

@@ -162,6 +162,7 @@ def test_without_published_data_every_rule_rests_on_the_model(monkeypatch, tmp_p
     assert html.count('<tr class="evidence-model">') == len(table)
 
 
+@pytest.mark.slow  # every chapter's verdicts: seconds
 def test_published_data_decides_at_least_twelve_rules(monkeypatch, tmp_path):
     if not has_published("xla_h100_gemm"):
         pytest.skip(HOW_TO_GET)
@@ -229,6 +230,7 @@ def test_alternatives_fall_back_to_the_model_rule_by_rule():
         assert len(table) == len(pk.book.verdict.verdict_table(module.findings({})))
 
 
+@pytest.mark.slow  # every chapter's verdicts: seconds
 def test_show_completes_a_chapter_table_like_the_book(monkeypatch, tmp_path):
     monkeypatch.setenv("PERFKIT_DATA", str(tmp_path))  # the book's table without recordings, like findings({})
     table = pk.book.verdict.verdict_table(pk.book.convolutions.verdict.findings({}))

@@ -45,6 +45,7 @@ def _check(c, a, b):
 @requires_triton
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("tile, block_k", TILES, ids=lambda t: str(t))
+@pytest.mark.slow  # Triton's interpreter runs the kernel: seconds
 def test_interpreter_float32_matches_torch(shape, tile, block_k):
     a, b = _operands(*[shape[0], shape[1], shape[2]], torch.float32, "cpu")
     _check(tiled_matmul(a, b, tile=tile, block_k=block_k), a, b)
@@ -53,6 +54,7 @@ def test_interpreter_float32_matches_torch(shape, tile, block_k):
 @requires_triton
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.slow  # Triton's interpreter runs the kernel: seconds
 def test_interpreter_16bit_matches_torch(dtype, shape):
     a, b = _operands(*shape, dtype, "cpu")
     _check(tiled_matmul(a, b, tile=(32, 16), block_k=16), a, b)

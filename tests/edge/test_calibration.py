@@ -168,6 +168,7 @@ def test_thorough_compares_the_guided_search_with_the_wide_one(throttled_gpu):
     assert "guided/wide" in str(cal)
 
 
+@pytest.mark.slow  # advises a whole model: seconds
 def test_mfu_says_what_this_gpu_achieves_once_calibrated(throttled_gpu):
     spec = pk.calibrate(dtypes="bfloat16", save=False, progress=False).spec
     with torch.device("meta"):

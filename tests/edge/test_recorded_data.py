@@ -70,6 +70,7 @@ def test_a_committed_profile_calibrates_its_gpu_with_the_recorded_alignment_slow
             assert not unaligned.aligned and aligned.aligned
 
 
+@pytest.mark.slow  # the model against every recording: seconds
 def test_the_model_against_our_recordings():
     frames = validation_frames(DATA)
     table = gemm_recorded.recorded_errors(frames)
@@ -102,6 +103,7 @@ def test_recorded_errors_refuse_what_is_not_frames():
     assert gemm_recorded.recorded_errors({}) is None and gemm_recorded.recorded_summary({}) is None
 
 
+@pytest.mark.slow  # every chapter's verdicts: seconds
 def test_the_book_verdicts_rest_on_the_recordings():
     table = pk.book.scorecard.book_table()
     measured = table[table["evidence"] == "measured"]

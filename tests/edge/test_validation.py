@@ -121,6 +121,7 @@ def test_cli_validate_prints_the_table(capsys):
 
 
 @needs_deepbench
+@pytest.mark.slow  # the model against every published GEMM: seconds
 def test_validation_table_splits_by_layout(capsys):
     frames = validation_frames()
     table = validation_table(frames, by="layout")

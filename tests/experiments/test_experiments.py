@@ -53,6 +53,7 @@ def test_every_experiment_declares_its_columns():
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # few samples, noise: expected with short_bench
 @pytest.mark.parametrize("name", CPU_RUNNABLE)
+@pytest.mark.slow  # real CPU runs of every experiment: seconds
 def test_cpu_run_returns_exactly_the_declared_columns(name, short_bench):
     frame = REGISTRY[name](device="cpu", quick=True, progress=False)
     assert list(frame.columns) == list(REGISTRY[name].columns) and len(frame) > 0

@@ -76,6 +76,7 @@ def test_fixes_on_the_cpu(short_bench, monkeypatch):
     assert (frame.loc[frame["rule"] == "small_batch", "per_work"] < 1).all()
 
 
+@pytest.mark.slow  # advises whole models: seconds
 def test_gpu_path_advises_the_real_sizes(fake_gpu):
     frame = ex.advisor_layers(models=["gpt2_small", "llama_7b"], progress=False)
     assert set(frame["model"]) == {"gpt2_small", "llama_7b"}

@@ -117,6 +117,7 @@ def test_advice_vs_measured_draws_into_the_given_axes(layers):
     assert book.check_your_model.plot_advice_vs_measured(layers, ax=right) is fig and not left.has_data()
 
 
+@pytest.mark.slow  # rests on a real CPU run of advisor_fixes: seconds
 def test_fix_savings_from_a_cpu_run(fixes):
     fig = book.check_your_model.plot_fix_savings(fixes)
     assert "live on CPU" in _heading(fig)
@@ -130,6 +131,7 @@ def test_fix_savings_from_a_cpu_run(fixes):
     assert len(one.axes[0].patches) == 2 and f"the 1 largest of {len(fixes)}" in _heading(one)
 
 
+@pytest.mark.slow  # rests on a real CPU run of advisor_fixes: seconds
 def test_hand_built_frames_need_a_source(layers, fixes):
     for plot, frame in ((book.check_your_model.plot_advice_vs_measured, layers), (book.check_your_model.plot_fix_savings, fixes)):
         bare = pd.DataFrame(frame)
@@ -153,6 +155,7 @@ def test_empty_frame_and_no_advice_print_one_line(layers, capsys):
         assert all(note_of(p).startswith("Nothing to draw: No advice") for p in (plot(None), plot({})))
 
 
+@pytest.mark.slow  # rests on a real CPU run of advisor_fixes: seconds
 def test_bad_arguments_are_refused(advices, fixes):
     with pytest.raises(TypeError, match="Advice"):
         book.check_your_model.plot_step_breakdown(["not advice"])

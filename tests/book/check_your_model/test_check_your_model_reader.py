@@ -150,6 +150,7 @@ def test_problem_3_is_where_the_lstms_small_batch_finding_stops():
     assert "rnn_sizes" in pk.book.problems.check("advisor-3", 24).message
 
 
+@pytest.mark.slow  # advises whole models: seconds
 def test_problem_4_attention_grows_and_the_linear_layers_do_not():
     growth = pk.book.problems.answer("advisor-4")
     assert 3.5 < growth < 4.0  # four times the FLOPs, less than four times the fixed costs
@@ -183,6 +184,7 @@ def test_rule_summary_is_by_rule_in_seconds_and_none_in_none_out(advices):
     assert f"{layout * 1e6:,.0f}" in str(shown)
 
 
+@pytest.mark.slow  # advises whole models: seconds
 def test_step_summary_splits_each_step_by_what_sets_its_time():
     from perfkit.book.check_your_model.experiments import step_summary
 

@@ -60,6 +60,7 @@ def test_the_experiments_are_registered_for_the_recorder():
 
 
 @pytest.mark.parametrize("name", NAMES)
+@pytest.mark.slow  # real CPU runs of the chapter's experiments: seconds
 def test_cpu_runs_return_the_declared_columns(name, short_bench):
     kwargs = {"conv_channels": dict(channels=[7, 8]), "conv_first_layer": dict(size=32),
               "conv_passes": dict(batch=1), "conv_deepbench": dict(shapes=[(20, 12, 4, 2, 8, 3, 3, 1, 1, 1, 1)])}
@@ -69,6 +70,7 @@ def test_cpu_runs_return_the_declared_columns(name, short_bench):
     assert str(pk.source_of(frame)).startswith("live (quick sweep) on CPU")
 
 
+@pytest.mark.slow  # real CPU runs of the chapter's experiments: seconds
 def test_conv_passes_rows_are_nvidias_implicit_gemms(short_bench):
     seen = []
     frame = conv.conv_passes(device="cpu", batch=2, progress=False, on_row=seen.append)
@@ -90,6 +92,7 @@ def test_conv_channels_marks_aligned_channels(short_bench):
         conv.channel_points())
 
 
+@pytest.mark.slow  # real CPU runs of the chapter's experiments: seconds
 def test_conv_first_layer_runs_padded_conv2d_once_or_every_step(short_bench):
     frame = conv.conv_first_layer(device="cpu", size=16, progress=False)
     assert len(frame) == 2 * 2 * 5 and (frame["C"] == 3).all()
@@ -104,6 +107,7 @@ def test_conv_first_layer_runs_padded_conv2d_once_or_every_step(short_bench):
     assert len(effects) == 4 and (effects[["speedup_4", "pad_cost_8"]] > 0).all().all()
 
 
+@pytest.mark.slow  # real CPU runs of the chapter's experiments: seconds
 def test_conv_layout_restores_the_benchmark_flag(short_bench):
     before = torch.backends.cudnn.benchmark
     frame = conv.conv_layout(device="cpu", progress=False)
@@ -114,6 +118,7 @@ def test_conv_layout_restores_the_benchmark_flag(short_bench):
     assert len(conv.layout_effects(frame)) == 4
 
 
+@pytest.mark.slow  # real CPU runs of the chapter's experiments: seconds
 def test_conv_params_change_one_parameter_at_a_time(short_bench):
     frame = conv.conv_params(device="cpu", progress=False)
     assert set(frame["sweep"]) == {"batch", "filter", "stride", "dilation"}
@@ -239,6 +244,7 @@ def test_predicted_frames_are_the_model_alone():
     assert "model of H100-SXM" in _heading(book.convolutions.plot_conv_params(params, modelled(h100)))
 
 
+@pytest.mark.slow  # real CPU runs of the chapter's experiments: seconds
 def test_figures_are_captioned_and_refuse_without_data(short_bench, capsys):
     frames = {book.convolutions.plot_conv_passes: conv.conv_passes(device="cpu", batch=1, progress=False),
               book.convolutions.plot_conv_channels: conv.conv_channels(device="cpu", channels=[7, 8, 64], size=8,

@@ -47,6 +47,7 @@ def test_the_experiments_are_registered_for_the_recorder():
 
 
 @pytest.mark.parametrize("name", NAMES)
+@pytest.mark.slow  # real CPU runs of the chapter's experiments: seconds
 def test_cpu_runs_return_the_declared_columns(name, short_bench):
     kwargs = {"vocab_padding": dict(in_features=16, tokens=8), "fc_features": dict(sweeps=("in", "batch"))}
     frame = REGISTRY[name](device="cpu", quick=True, progress=False, **kwargs.get(name, {}))

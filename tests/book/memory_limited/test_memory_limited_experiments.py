@@ -62,6 +62,7 @@ def test_the_experiments_are_registered_for_the_recorder():
 
 
 @pytest.mark.parametrize("name", NAMES)
+@pytest.mark.slow  # real CPU runs of the chapter's experiments: seconds
 def test_cpu_runs_return_the_declared_columns(name, short_bench):
     frame = REGISTRY[name](device="cpu", quick=True, progress=False, **SMALL[name])
     assert list(frame.columns) == list(REGISTRY[name].columns) and len(frame) > 0

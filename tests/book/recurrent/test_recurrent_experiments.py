@@ -61,6 +61,7 @@ def test_registered_with_rnn_or_persistent_names_and_needs():
 
 @quiet
 @pytest.mark.parametrize("name", CPU_RUNNABLE)
+@pytest.mark.slow  # real CPU runs of the chapter's experiments: seconds
 def test_cpu_run_returns_exactly_the_declared_columns(name):
     frame = _cpu_frame(name)
     assert list(frame.columns) == list(REGISTRY[name].columns) and len(frame) > 0
@@ -83,6 +84,7 @@ def test_combine_time_rows():
 
 
 @quiet
+@pytest.mark.slow  # real CPU runs of the chapter's experiments: seconds
 def test_hidden_and_batch_rows():
     hidden = _cpu_frame("rnn_hidden")
     assert dict(zip(hidden["hidden"], hidden["multiple"]))[128] == 128
@@ -94,6 +96,7 @@ def test_hidden_and_batch_rows():
 
 
 @quiet
+@pytest.mark.slow  # real CPU runs of the chapter's experiments: seconds
 def test_cudnn_rows_on_a_cpu_skip_the_cuda_graph():
     frame = _cpu_frame("rnn_cudnn")
     assert set(frame["impl"]) == {"torch cpu", "gemm loop"}  # no "cudnn" label on a CPU, no CUDA graph
@@ -231,6 +234,7 @@ def test_throughput_ratio():
 @quiet
 @pytest.mark.parametrize("name, plot", [("rnn_combine_time", "plot_combine_time"), ("rnn_hidden", "plot_rnn_hidden"),
                                         ("rnn_batch", "plot_rnn_batch"), ("rnn_cudnn", "plot_rnn_layers")])
+@pytest.mark.slow  # real CPU runs of the chapter's experiments: seconds
 def test_figures_of_cpu_runs_are_labelled_and_none_without_data(name, plot, capsys):
     frame = _cpu_frame(name)
     fig = figure_named(plot)(frame)

@@ -266,6 +266,7 @@ def test_synthetic_frames_give_the_expected_verdicts():
 
 
 @pytest.mark.filterwarnings("ignore:.*samples:UserWarning")
+@pytest.mark.slow  # real CPU runs of the chapter's experiments: seconds
 def test_cpu_runs_are_never_now_but_compute_like_the_chapter(short_bench):
     batch = experiments.rnn_batch(cell="rnn", hidden=2560, batch=(1, 32, 125, 128), quick=True, progress=False)
     combine = experiments.rnn_combine_time(cell="rnn", hidden=64, batch=64, timesteps=(4, 16), quick=True,

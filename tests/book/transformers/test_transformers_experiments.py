@@ -57,6 +57,7 @@ def test_the_experiments_are_registered_for_the_recorder():
 
 
 @pytest.mark.parametrize("name", NAMES)
+@pytest.mark.slow  # real CPU runs of the chapter's experiments: seconds
 def test_cpu_quick_runs_return_the_declared_columns(name, cpu_runs):
     frame, seen = cpu_runs[name]
     assert list(frame.columns) == list(REGISTRY[name].columns) and len(frame) == len(seen) > 0
@@ -66,6 +67,7 @@ def test_cpu_quick_runs_return_the_declared_columns(name, cpu_runs):
     assert frame["predicted_s"].isna().all()  # the GPU model is not applied to a CPU
 
 
+@pytest.mark.slow  # rests on the real CPU runs above
 def test_cpu_attention_runs_both_backends_and_they_agree_with_math(cpu_runs):
     frame = cpu_runs["attention_backends"][0]
     assert set(frame["backend"]) == {"math", "flash"} and set(frame["causal"]) == {False, True}
@@ -82,6 +84,7 @@ def test_cpu_attention_runs_both_backends_and_they_agree_with_math(cpu_runs):
         assert r["tflops"] == pytest.approx(r["flops"] / r["time_s"] / 1e12)
 
 
+@pytest.mark.slow  # rests on the real CPU runs above
 def test_cpu_head_dims_and_decode_defaults(cpu_runs):
     dims = cpu_runs["attention_head_dims"][0]
     assert sorted(set(dims["head_dim"])) == [64, 80, 96, 128] and set(dims["seq"]) == {512}

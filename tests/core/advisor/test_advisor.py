@@ -974,6 +974,7 @@ class Broken(nn.Module):
 
 
 # --------------------------------------------------------------------------------------------- zoo
+@pytest.mark.slow  # advises every zoo model: seconds
 def test_the_zoo_models_get_the_findings_the_book_expects():
     cases = [
         (pk.zoo.gpt2_small, (8, 1024), torch.int64, {"alignment": "lm_head", "fusion": None}),

@@ -35,6 +35,9 @@ import pytest
 
 transformers = pytest.importorskip("transformers")
 
+#: Builds and captures dozens of whole third-party models: about 10 s, so in the full run only.
+pytestmark = pytest.mark.slow
+
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.overrides import TorchFunctionMode  # noqa: E402

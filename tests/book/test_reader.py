@@ -95,6 +95,20 @@ def test_code_lines_fit_the_page(chapter):
     assert not long, f"chapters/{chapter}.md: code lines over {MAX_CODE_LINE} characters (line, length): {long}"
 
 
+
+@pytest.mark.parametrize("page", READER_CELLS)
+def test_no_prose_line_starts_with_a_percent_sign(page):
+    """MyST reads a line that starts with ``%`` as a comment and drops it, so a sentence wrapped
+    before "%" (``99.6\n% of ...``) ends mid-way on the page."""
+    inside, dropped = False, []  # inside a ``` fence (code cells, code blocks)
+    for n, line in enumerate(_page_source(page).splitlines(), 1):
+        if line.startswith("```"):
+            inside = not inside
+        elif line.startswith("%") and not inside:
+            dropped.append(n)
+    assert not dropped, f"{page}.md: prose lines starting with '%' (MyST drops them): {dropped}"
+
+
 # --------------------------------------------------------------------------------------------
 # Exercises
 

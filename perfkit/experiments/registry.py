@@ -24,7 +24,8 @@ import functools
 import importlib
 import importlib.util
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping
+from collections.abc import Mapping
+from typing import Any, Callable, Iterator
 
 import pandas as pd
 
@@ -57,6 +58,8 @@ class Experiment:
 _catalog_module: str | None = None
 #: Experiment name → (module, qualified name) of the function :func:`register` was given for it.
 _registered: dict[str, tuple[str, str]] = {}
+#: Experiment name → the Experiment :func:`register` made (or a test's stand-in, see :class:`Registry`).
+_experiments: dict[str, Experiment] = {}
 
 
 def use_catalog(module: str) -> None:
@@ -90,8 +93,8 @@ def get(name: str) -> Experiment:
     a test) is returned as it is. ``LookupError`` lists the known names."""
     module = catalog().get(name) if isinstance(name, str) else None
     if module is None:
-        if isinstance(name, str) and dict.__contains__(REGISTRY, name):
-            return dict.__getitem__(REGISTRY, name)
+        if isinstance(name, str) and name in _experiments:
+            return _experiments[name]
         raise LookupError(f"unknown experiment {name!r}; registered: {', '.join(sorted(REGISTRY.names()))}")
     _import_for(name, module)
     origin = _registered.get(name, ("", ""))[0]
@@ -99,23 +102,21 @@ def get(name: str) -> Experiment:
         found = sorted(n for n, (m, _) in _registered.items() if m == module)
         raise LookupError(f"experiment {name!r}: the catalog lists it in {module}, which does not register it "
                           f"(it registers {found or 'nothing'}{f'; {origin} registers {name!r}' if origin else ''})")
-    return dict.__getitem__(REGISTRY, name)
+    return _experiments[name]
 
 
-class Registry(dict):
+class Registry(Mapping):
     """Every experiment, by name: the catalog's (:func:`catalog`), in its order, each read through
     :func:`get` (its module imported), then those registered outside the catalog (a script's, a test's).
 
-    Read it as a mapping (``[name]``, ``in``, ``len``, iteration, ``keys``, ``values``, ``items``,
-    ``get``); ``in`` and :meth:`names` import nothing. It is not filled by hand: ``@register`` adds
-    experiments. Only two writes are allowed, for tests: ``registry[name] = experiment`` puts a
-    stand-in for a known experiment (``monkeypatch.setitem``), and ``del``/``pop`` remove one
-    registered outside the catalog."""
+    A read-only mapping (``in``, ``len`` and :meth:`names` import nothing), filled by ``@register``.
+    Two writes are allowed, for tests: ``registry[name] = experiment`` puts a stand-in for a known
+    experiment (``monkeypatch.setitem``), and ``del``/``pop`` remove one registered outside the catalog."""
 
     def names(self) -> list[str]:
         """The known names, in order, without importing anything."""
         listed = catalog()
-        return [*listed, *(n for n in dict.keys(self) if n not in listed)]
+        return [*listed, *(n for n in _experiments if n not in listed)]
 
     def __getitem__(self, name: str) -> Experiment:
         try:
@@ -129,54 +130,32 @@ class Registry(dict):
         return iter([get(n).name for n in self.names()])  # every catalog module imported, in order
 
     def __len__(self) -> int:
-        return len(list(iter(self)))
+        return len(self.names())
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and name in self.names()
-
-    def __bool__(self) -> bool:
-        return bool(self.names())
-
-    def keys(self) -> list[str]:  # type: ignore[override]
-        return list(iter(self))
-
-    def values(self) -> list[Experiment]:  # type: ignore[override]
-        return [get(n) for n in self.names()]
-
-    def items(self) -> list[tuple[str, Experiment]]:  # type: ignore[override]
-        return [(e.name, e) for e in self.values()]
-
-    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
-        return self[name] if name in self else default
 
     def __setitem__(self, name: str, experiment: Experiment) -> None:
         if not isinstance(experiment, Experiment) or experiment.name != name:
             raise TypeError(f"registry[{name!r}] takes an Experiment named {name!r}, got {experiment!r}")
         get(name)  # a known experiment (its module imported first, so that it does not overwrite the stand-in)
-        dict.__setitem__(self, name, experiment)
+        _experiments[name] = experiment
 
     def __delitem__(self, name: str) -> None:
         if name in catalog():
             raise TypeError(f"experiment {name!r} is in the catalog; it cannot be removed")
-        dict.__delitem__(self, name)
+        del _experiments[name]
         _registered.pop(name, None)
 
-    def pop(self, name: str, *default: Any) -> Any:  # type: ignore[override]
-        if not dict.__contains__(self, name):
-            if default:
-                return default[0]
-            raise KeyError(name)
-        value = dict.__getitem__(self, name)
+    def pop(self, name: str, *default: Any) -> Any:
+        if name not in _experiments and default:
+            return default[0]
+        value = _experiments[name]  # KeyError for an unknown name
         del self[name]
         return value
 
     def __repr__(self) -> str:
         return f"Registry({self.names()!r})"
-
-    def _read_only(self, *args, **kwargs):
-        raise TypeError("the registry is filled by @register (and the catalog), not by hand")
-
-    setdefault = update = clear = popitem = _read_only  # type: ignore[assignment]
 
 
 #: Every experiment, by name (the catalog's, each imported from its module when read).
@@ -251,7 +230,7 @@ def register(name: str, description: str, columns: Mapping[str, str], needs: tup
             return frame
 
         run.experiment_name = name  # type: ignore[attr-defined]
-        dict.__setitem__(REGISTRY, name, Experiment(name, run, description, dict(columns), tuple(needs)))
+        _experiments[name] = Experiment(name, run, description, dict(columns), tuple(needs))
         return run
 
     return wrap

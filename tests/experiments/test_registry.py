@@ -93,8 +93,7 @@ def test_the_registry_reads_the_catalog_in_its_order():
     assert list(REGISTRY) == list(EXPERIMENTS) == REGISTRY.names()
     assert len(REGISTRY) == len(EXPERIMENTS) and list(REGISTRY.keys()) == list(EXPERIMENTS)
     assert [e.name for e in REGISTRY.values()] == [n for n, _ in REGISTRY.items()] == list(EXPERIMENTS)
-    with pytest.raises(TypeError):
-        REGISTRY.clear()
+    assert not any(hasattr(REGISTRY, m) for m in ("clear", "update", "setdefault", "popitem"))  # not filled by hand
     with pytest.raises(TypeError, match="catalog"):
         REGISTRY.pop("gemm_sizes")
 

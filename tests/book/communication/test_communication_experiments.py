@@ -242,4 +242,4 @@ def test_two_gpus_are_needed_and_a_cpu_run_beside_a_gpu_is_labelled_cpu(monkeypa
         assert on_cpu["device_kind"] == "cpu" and on_cpu["device_name"] != "NVIDIA H200"
         assert run(device="cuda").attrs["meta"]["device_kind"] == "gpu"
     finally:
-        dict.__delitem__(REGISTRY, "_probe_device_label")
+        REGISTRY.pop("_probe_device_label")

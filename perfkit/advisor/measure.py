@@ -22,6 +22,11 @@ from .ops import Op
 
 __all__ = ["MEASURED_COLUMNS", "measure_advice", "op_functions", "op_key", "time_op"]
 
+#: Torch functions that reduce (their output smaller than what they read); other elementwise ops that read
+#: twice their output's elements are binary ops of two full-size tensors.
+REDUCTIONS = frozenset({"mean", "sum", "amax", "amin", "max", "min", "norm", "var", "std", "logsumexp", "prod",
+                        "adaptive_avg_pool2d", "adaptive_avg_pool1d", "adaptive_max_pool2d"})
+
 #: Columns of ``Advice.measured``: one row per op, seconds.
 MEASURED_COLUMNS = ("layer", "module", "op", "predicted_forward_s", "predicted_backward_s", "forward_s",
                     "backward_s")
@@ -68,9 +73,12 @@ def _memory_fn(op: Op, dtype: Any, device: str, training: bool) -> tuple[Callabl
         return (lambda: F.embedding(idx, w)), [w] if w.requires_grad else []
     reads = p.get("read_elements") or E  # elementwise: a reduction or a binary op reading `reads` elements
     k = reads // E
-    if k >= 2 and reads == k * E:
+    if k >= 2 and reads == k * E and op.name in REDUCTIONS:  # a reduction over k elements per output
         wide = _rand((E, k), dtype, device, training)
         return (lambda: wide.sum(-1)), [wide]
+    if k >= 2 and reads == k * E:  # a binary op of full-size tensors (x * y): not a reduction over 2 elements
+        y = _rand(shape, dtype, device, training)
+        return (lambda: x * y), [x, y]
     return (lambda: x * 2), [x]
 
 

@@ -5,8 +5,9 @@
   GEMM repeated ``count`` times (a recurrent step) costs ``count`` times one.
 - Fused attention costs, per pass, the math time of its GEMMs or the time to move Q, K, V and O
   (and their gradients backward), whichever is longer, plus one kernel's latency.
-- A memory-bound op costs :func:`perfkit.memory_time` of :func:`perfkit.layer_bytes`; its FLOPs are
-  counted as one per output element (NVIDIA's convention for ReLU), to place it on the roofline.
+- A memory-bound op costs :func:`perfkit.op_model.op_time_s`: :func:`perfkit.layer_bytes` at the achievable
+  bandwidth, or what bounds the kernels PyTorch runs for it where the recordings show it (batch norm, pooling);
+  its FLOPs are counted as one per output element (NVIDIA's convention for ReLU), to place it on the roofline.
 - A convolution is an implicit GEMM that moves its input, weights and output once per pass (not the
   GEMM's operands: its input is not copied once per filter tap). A grouped convolution is a batch of
   per-group GEMMs, or, where its groups are too narrow for Tensor Core tiles (fewer than 16 bytes of
@@ -30,6 +31,7 @@ from ..dtypes import itemsize, output_itemsize
 from ..ceilings import gemm_latency_s, kernel_latency_s
 from ..gemm_model import DEFAULT_MODEL, GemmPrediction, explain_gemm
 from ..memory_model import layer_bytes, memory_time
+from ..op_model import op_time_s
 from .ops import Gemm, Op, passes
 
 __all__ = ["COLUMNS", "Pricer"]
@@ -93,13 +95,14 @@ class Pricer:
                 "wave_utilization": first.utilization, "tile_efficiency": first.tile_efficiency,
                 "predicted_s": max(math_s, memory_s) + self.latency_s}
 
-    def memory_row(self, kind: str, shape: tuple, params: dict, pass_: str) -> dict[str, Any]:
-        """One memory-bound op's pass: bytes from the byte model, one FLOP per output element."""
+    def memory_row(self, kind: str, shape: tuple, params: dict, pass_: str, nhwc: bool = False) -> dict[str, Any]:
+        """One memory-bound op's pass: bytes from the byte model, seconds from :func:`perfkit.op_model.op_time_s`
+        (the kernels PyTorch runs for it), one FLOP per output element."""
         nbytes = layer_bytes(kind, shape, self.dtype, pass_=pass_, **params)
         flops = math.prod(shape)
         return {"bytes": nbytes, "flops": flops, "intensity": flops / nbytes if nbytes else math.nan,
-                "bound": "memory", "predicted_s": memory_time(nbytes, self.spec, ceilings=self.ceilings)
-                if nbytes else 0.0}
+                "bound": "memory", "predicted_s": op_time_s(kind, shape, self.dtype, self.spec, pass_=pass_,
+                                                            ceilings=self.ceilings, nhwc=nhwc, **params)}
 
     def rows(self, op: Op) -> list[dict[str, Any]]:
         """The layers-table rows of ``op``: one per pass (and part), each with its predicted seconds."""
@@ -120,7 +123,7 @@ class Pricer:
             if op.is_gemm:
                 row = self.gemm_row(w, self.conv_bytes(op.params) if op.op == "conv" else None)
             else:
-                row = self.memory_row(*w, pass_)
+                row = self.memory_row(*w, pass_, nhwc=op.params.get("nhwc", False))
             if row["bytes"] or op.is_gemm:
                 out.append({**base, "op": name, "pass": pass_, **row})
         if op.op == "conv" and self.transposes(op):

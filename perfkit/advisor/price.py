@@ -30,7 +30,7 @@ from ..devices import DeviceSpec
 from ..dtypes import itemsize, output_itemsize
 from ..ceilings import gemm_latency_s, kernel_latency_s
 from ..gemm_model import DEFAULT_MODEL, GemmPrediction, explain_gemm
-from ..memory_model import layer_bytes, memory_time
+from ..memory_model import layer_bytes
 from ..op_model import op_time_s
 from .ops import Gemm, Op, passes
 

@@ -1013,3 +1013,18 @@ def test_the_zoo_models_get_the_findings_the_book_expects():
         if build is pk.zoo.llama:
             assert rule(a, "alignment").empty and rule(a, "rnn_sizes").empty and rule(a, "first_conv").empty
             assert "layers.31.feed_forward.w2" in set(a.layers["layer"]) and "output" in set(a.layers["layer"])
+
+
+def test_a_binary_op_is_timed_as_one_and_a_reduction_as_a_reduction():
+    """An elementwise op reading twice its output (silu(a) * b) runs x * y, not a sum over pairs (a slow kernel
+    the first H200 recording timed in its place); a mean over the last dim stays a reduction."""
+    from perfkit.advisor.measure import op_functions
+    from perfkit.advisor.ops import Op
+
+    mul = Op(0, "ffn", "Module", "elementwise", {"shape": (4, 6), "read_elements": 48}, "mul")
+    fn, tensors = op_functions(mul, "float32", "cpu", True)
+    assert fn().shape == (4, 6) and len(tensors) == 2 and all(t.shape == (4, 6) for t in tensors)
+    mean = Op(1, "norm", "Module", "elementwise", {"shape": (4, 1), "read_elements": 24}, "mean")
+    fn, tensors = op_functions(mean, "float32", "cpu", True)
+    (wide,) = tensors
+    assert wide.shape == (4, 6) and torch.allclose(fn(), wide.sum(-1))

@@ -19,6 +19,10 @@ achievable bandwidth. Our H200 recordings show where that fails, and why:
   *input* element backward (gathering from every window that covers it), and are bound by their index
   arithmetic, not by DRAM: measured time per element is flat (±2 %) from 3 to 51 million elements and far
   above the bytes' time. Cost per element = a fixed part + a part per window visited, per SM.
+- **Activations** (``activation_sizes``): at 64 Mi elements and more, ReLU, tanh and the backward passes
+  of sigmoid and tanh stream at the bandwidth, but GELU (an erf per element, both passes) and the sigmoid's
+  forward (an exp and a divide) are bound by their arithmetic: 1.29 / 1.73 ps per element for GELU, 1.03
+  for the sigmoid (and SiLU, which computes the same, assumed) on the H200.
 - **Kernel count**: an op that launches several kernels pays each one's fixed cost
   (``extra_kernel_s``); training batch norm forward runs three.
 
@@ -63,6 +67,7 @@ class OpEvidence:
     blocks_per_sm: int = 4  # resident 512-thread blocks per SM
     pool_s: dict = field(default_factory=dict)  # (kind, pass) → (fixed, per window) seconds per element, all SMs
     bn_nhwc_s: dict = field(default_factory=dict)  # pass → seconds per element of the channels-last reduction, all SMs
+    activation_s: dict = field(default_factory=dict)  # (kind, pass) → arithmetic seconds per element, all SMs
 
 
 #: Fitted on our H200 recordings (data/nvidia-h200: batchnorm_sizes NCHW rows, pool_sizes), by
@@ -75,7 +80,10 @@ OP_EVIDENCE: dict[str, OpEvidence] = {
         extra_kernel_s=3.29e-6, dram_round_s=4.49e-7, l2_round_s=1.94e-7,
         pool_s={("max", "forward"): (8.91e-12, 0.835e-12), ("avg", "forward"): (10.56e-12, 0.303e-12),
                 ("max", "backward"): (8.59e-12, 1.288e-12), ("avg", "backward"): (14.02e-12, 3.429e-12)},
-        bn_nhwc_s={"forward": 4.74e-12, "backward": 2.98e-12}),
+        bn_nhwc_s={"forward": 4.74e-12, "backward": 2.98e-12},
+        # erf-based GELU both ways; the sigmoid's exp and divide forward (SiLU computes the same: assumed)
+        activation_s={("gelu", "forward"): 1.29e-12, ("gelu", "backward"): 1.73e-12,
+                      ("sigmoid", "forward"): 1.03e-12, ("silu", "forward"): 1.03e-12}),
 }
 
 
@@ -161,6 +169,8 @@ def op_time_s(kind: str, shape: Any, dtype: Any, spec: DeviceSpec, *, pass_: str
     s = itemsize(canonical_dtype(dtype))
     if kind == "batchnorm" and params.get("training", True) and len(shape) >= 3:
         return (_bn_nhwc_s if nhwc else _bn_nchw_s)(shape, s, pass_, spec, cl, ev)
+    if (kind, pass_) in ev.activation_s:  # arithmetic-bound above the bytes' time
+        return max(streamed, _floor_s(cl, ev) + math.prod(shape) * ev.activation_s[(kind, pass_)] * ev.sms / spec.sms)
     if kind in ("maxpool", "avgpool") and not nhwc:
         p = {k: params[k] for k in ("kernel_size", "stride", "padding") if k in params}
         n, windows = pool_work(shape, kind[:3], pass_, **p)
@@ -169,9 +179,9 @@ def op_time_s(kind: str, shape: Any, dtype: Any, spec: DeviceSpec, *, pass_: str
     return streamed
 
 
-def fit_hopper(batchnorm: pd.DataFrame, pools: pd.DataFrame, bandwidth_Bps: float, latency_s: float
-               ) -> dict[str, Any]:
-    """Re-derive the Hopper constants from ``batchnorm_sizes`` and ``pool_sizes`` recordings (least squares;
+def fit_hopper(batchnorm: pd.DataFrame, pools: pd.DataFrame, activations: pd.DataFrame, bandwidth_Bps: float,
+               latency_s: float) -> dict[str, Any]:
+    """Re-derive the Hopper constants from ``batchnorm_sizes``, ``pool_sizes`` and ``activation_sizes`` (least squares;
     ``bandwidth_Bps`` and ``latency_s``: the achievable bandwidth and one kernel's latency with the L2 warm,
     as the calibration measures them). Returns the fitted values, seconds."""
     nchw = batchnorm[batchnorm["layout"] == "NCHW"]
@@ -203,4 +213,8 @@ def fit_hopper(batchnorm: pd.DataFrame, pools: pd.DataFrame, bandwidth_Bps: floa
         win = np.array([w[1] for w in work])
         (a, b), *_ = np.linalg.lstsq(np.c_[n, n * win], big["time_s"].to_numpy(), rcond=None)
         out[f"pool {kind} {pass_}"] = (a, b)
+    big = activations[activations["elements"] >= 2**26]  # ≥ 64 Mi elements: no floor left
+    for (kind, pass_), g in big.groupby(["op", "pass"]):
+        E = g["elements"].to_numpy(dtype=float)
+        out[f"{kind} {pass_}"] = float(np.sum(g["time_s"].to_numpy() * E) / np.sum(E * E))
     return out

@@ -22,6 +22,7 @@ def test_fitting_the_committed_recordings_gives_the_constants_the_module_states(
     spec = calibrated("H200")
     fitted = fit_hopper(pd.read_csv(DATA / "nvidia-h200" / "batchnorm_sizes.csv"),
                         pd.read_csv(DATA / "nvidia-h200" / "pool_sizes.csv"),
+                        pd.read_csv(DATA / "nvidia-h200" / "activation_sizes.csv"),
                         spec.ceilings.bandwidth, spec.ceilings.kernel_latency_s)
     ev = OP_EVIDENCE["hopper"]
     assert fitted["dram_round_s"] == pytest.approx(ev.dram_round_s, rel=0.01)
@@ -30,6 +31,10 @@ def test_fitting_the_committed_recordings_gives_the_constants_the_module_states(
     assert fitted["extra_kernel_s"] == pytest.approx(ev.extra_kernel_s, rel=0.01)
     for pass_ in ("forward", "backward"):
         assert fitted[f"bn_nhwc {pass_}"] == pytest.approx(ev.bn_nhwc_s[pass_], rel=0.01)
+    for (kind, pass_), per_element in ev.activation_s.items():
+        if kind != "silu":  # assumed equal to the sigmoid's: not in the recording
+            assert fitted[f"{kind} {pass_}"] == pytest.approx(per_element, rel=0.01)
+    assert fitted["relu forward"] < fitted["gelu forward"] / 1.3  # ReLU streams; GELU computes
     for key, (fixed, per_window) in ev.pool_s.items():
         a, b = fitted[f"pool {key[0]} {key[1]}"]
         assert (a, b) == (pytest.approx(fixed, rel=0.01), pytest.approx(per_window, rel=0.01))

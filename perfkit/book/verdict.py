@@ -21,8 +21,8 @@ import pandas as pd
 from ..display import Table
 from .frames import measured_from
 
-__all__ = ["EVIDENCE", "PREDICTIONS", "STATUSES", "VERDICTS", "Evidence", "Finding", "finding", "instead_of", "judge",
-           "verdict_table"]
+__all__ = ["EVIDENCE", "PREDICTIONS", "STATUSES", "VERDICTS", "Band", "Evidence", "Finding", "finding", "instead_of",
+           "judge", "verdict_table"]
 
 #: The possible verdicts, strongest first.
 STATUSES: tuple[str, ...] = ("holds", "weaker", "gone", "no data yet")
@@ -43,16 +43,82 @@ def _effect(name: str, value: float | None) -> float | None:
     return None if math.isnan(value) else value
 
 
-def judge(effect: float | None, *, holds_at: float, gone_below: float) -> str:
+@dataclass(frozen=True)
+class Band:
+    """A two-sided claim: the effect is about ``target`` ("does not depend on": 1; "predicts": 1;
+    "about 2× faster": 2). It holds within a factor ``holds_within`` of ``target`` either way, is
+    gone beyond a factor ``gone_beyond`` either way, and is weaker between. Factors, not
+    differences: a ratio 2× too high is as far off as one 2× too low. ``ValueError`` unless
+    ``target > 0`` and ``1 ≤ holds_within ≤ gone_beyond``.
+
+    A one-sided claim ("at least 2× faster", "aligned sizes are faster") takes ``holds_at`` and
+    ``gone_below`` instead: there, more of the effect only strengthens the rule."""
+
+    target: float
+    holds_within: float
+    gone_beyond: float
+
+    def __post_init__(self) -> None:
+        for name in ("target", "holds_within", "gone_beyond"):
+            value = _effect(name, getattr(self, name))
+            if value is None or math.isinf(value):
+                raise ValueError(f"{name} must be a finite number, got {getattr(self, name)!r}")
+            object.__setattr__(self, name, value)
+        if self.target <= 0:
+            raise ValueError(f"target must be > 0 (the band is a factor either way), got {self.target:g}")
+        if not 1 <= self.holds_within <= self.gone_beyond:
+            raise ValueError(f"need 1 ≤ holds_within ≤ gone_beyond, got holds_within={self.holds_within:g}, "
+                             f"gone_beyond={self.gone_beyond:g}")
+
+    @property
+    def holds(self) -> tuple[float, float]:
+        """The effects at which the rule holds: ``(target ÷ holds_within, target × holds_within)``."""
+        return self.target / self.holds_within, self.target * self.holds_within
+
+    @property
+    def gone(self) -> tuple[float, float]:
+        """The rule is gone below the first and above the second: ``target ÷, × gone_beyond``."""
+        return self.target / self.gone_beyond, self.target * self.gone_beyond
+
+    def judge(self, effect: float | None) -> str:
+        """``"holds"`` inside :attr:`holds` (ends included), ``"gone"`` outside :attr:`gone`,
+        ``"weaker"`` between, ``"no data yet"`` for None or NaN."""
+        effect = _effect("effect", effect)
+        if effect is None:
+            return "no data yet"
+        (low, high), (gone_low, gone_high) = self.holds, self.gone
+        if low <= effect <= high:
+            return "holds"
+        return "gone" if effect < gone_low or effect > gone_high else "weaker"
+
+    def text(self, fmt: str = "{:.2f}×") -> str:
+        """The band as a claim states it, in a finding's ``fmt``: ``"holds within 0.80–1.25×"``,
+        ``"holds within 50–200 %"``."""
+        number, unit, scale = _split_fmt(fmt)
+        low, high = (_text(x, number, scale) for x in self.holds)
+        return f"holds within {low}–{high}{_UNIT_AFTER_NUMBER.get(unit, ' ' + unit)}"
+
+
+def judge(effect: float | None, *, holds_at: float | None = None, gone_below: float | None = None,
+          band: Band | None = None) -> str:
     """The verdict on a rule whose measured effect is ``effect`` (None or NaN: ``"no data yet"``).
 
-    ``"holds"`` if ``effect ≥ holds_at``, ``"gone"`` if ``effect < gone_below``, else ``"weaker"``.
-    ``ValueError`` unless ``gone_below ≤ holds_at``.
+    One-sided (``holds_at``, ``gone_below``): ``"holds"`` if ``effect ≥ holds_at``, ``"gone"`` if
+    ``effect < gone_below``, else ``"weaker"``; ``ValueError`` unless ``gone_below ≤ holds_at``.
+    Two-sided (``band``, a :class:`Band`, and no thresholds): :meth:`Band.judge`.
     """
+    if band is not None:
+        if not isinstance(band, Band):
+            raise TypeError(f"band must be a Band or None, got {type(band).__name__}")
+        if holds_at is not None or gone_below is not None:
+            raise ValueError("give either holds_at and gone_below (a one-sided rule) or band (a two-sided one), "
+                             "not both")
+        return band.judge(effect)
     effect = _effect("effect", effect)
     holds_at, gone_below = _effect("holds_at", holds_at), _effect("gone_below", gone_below)
     if holds_at is None or gone_below is None:
-        raise ValueError("holds_at and gone_below must be numbers, not None or NaN")
+        raise ValueError("holds_at and gone_below must be numbers, not None or NaN (or give band, for a "
+                         "two-sided rule)")
     if gone_below > holds_at:
         raise ValueError(f"gone_below ({gone_below:g}) must not exceed holds_at ({holds_at:g})")
     if effect is None:
@@ -110,6 +176,8 @@ class Evidence:
 
 #: What a finding's ``fmt`` may end with, and the unit it means: a ratio (×), a share (%), megabytes.
 _UNITS = {"×": "×", "%": "%", "MB": "MB"}
+#: How a unit follows a number in prose ("1.25×", "125 %", "1.2 MB").
+_UNIT_AFTER_NUMBER = {"×": "×", "%": " %"}
 
 
 def _split_fmt(fmt: str) -> tuple[str, str, float]:
@@ -130,9 +198,14 @@ def _text(value: float | None, number: str, scale: float) -> str:
 
 
 def finding(rule: str, source: str, claim: str, *, now: float | None, then: float | None = None,
-            holds_at: float, gone_below: float, fmt: str = "{:.2f}×", where: str = "",
-            on: pd.DataFrame | str | None = None, instead: Evidence | None = None) -> Finding:
+            holds_at: float | None = None, gone_below: float | None = None, fmt: str = "{:.2f}×",
+            where: str = "", on: pd.DataFrame | str | None = None, instead: Evidence | None = None,
+            band: Band | None = None) -> Finding:
     """A :class:`Finding` whose verdict is :func:`judge` of ``now``; ``then`` is shown beside it.
+
+    A one-sided rule gives ``holds_at`` and ``gone_below``; a two-sided one ("about", "does not
+    depend on", "predicts") gives ``band`` instead, which the claim then states
+    (``"…; holds within 0.80–1.25×"``, in ``fmt``).
 
     ``now`` and ``then`` are effects (None or NaN when not measured); ``fmt`` formats both and
     names their unit (default ``"{:.2f}×"``, a ratio; ``"{:.0%}"`` a share; ``"{:.1f} MB"``): the
@@ -142,7 +215,8 @@ def finding(rule: str, source: str, claim: str, *, now: float | None, then: floa
 
     A measured ``now`` always decides (evidence ``"measured"``). Without one, ``instead`` (an
     :class:`Evidence`, published or predicted) gives the "now" when its effect is known: its
-    verdict, against its own thresholds if it has them, reads ``"predicted: …"`` for the model.
+    verdict, against its own thresholds if it has them, reads ``"predicted: …"`` for the model
+    (a two-sided rule's evidence brings none: ``ValueError``).
     """
     for name, value in (("rule", rule), ("source", source), ("claim", claim), ("fmt", fmt), ("where", where)):
         if not isinstance(value, str):
@@ -150,14 +224,18 @@ def finding(rule: str, source: str, claim: str, *, now: float | None, then: floa
     if instead is not None and not isinstance(instead, Evidence):
         raise TypeError(f"instead must be an Evidence or None, got {type(instead).__name__}")
     now, then = _effect("now", now), _effect("then", then)
-    judge(None, holds_at=holds_at, gone_below=gone_below)  # the rule's thresholds are checked in any case
+    judge(None, holds_at=holds_at, gone_below=gone_below, band=band)  # the rule's thresholds: checked in any case
+    if band is not None:
+        claim = f"{claim}; {band.text(fmt)}"
+        if instead is not None and (instead.holds_at is not None or instead.gone_below is not None):
+            raise ValueError("a two-sided rule (band) takes no one-sided thresholds from its evidence (instead)")
     number, unit, scale = _split_fmt(fmt)
     evidence, now_from = ("measured", measured_from(on)) if now is not None else ("", "")
     if now is None and instead is not None and instead.effect is not None:
         now, evidence, now_from, where = instead.effect, instead.kind, instead.now_from, instead.where or where
         holds_at = holds_at if instead.holds_at is None else instead.holds_at
         gone_below = gone_below if instead.gone_below is None else instead.gone_below
-    verdict = judge(now, holds_at=holds_at, gone_below=gone_below)
+    verdict = judge(now, band=band) if band is not None else judge(now, holds_at=holds_at, gone_below=gone_below)
     if evidence == "model":
         verdict = f"predicted: {verdict}"
     return Finding(rule, source, claim, _text(then, number, scale), _text(now, number, scale), verdict, where,

@@ -33,6 +33,79 @@ def test_judge_refuses_bad_thresholds_and_effects():
         pk.book.verdict.judge("fast", holds_at=1.2, gone_below=1.0)
 
 
+@pytest.mark.parametrize("effect, expected", [(1.0, "holds"), (0.8, "holds"), (1.25, "holds"), (1.26, "weaker"),
+                                              (1.61, "weaker"), (0.79, "weaker"), (2.0, "weaker"), (2.01, "gone"),
+                                              (0.49, "gone"), (-0.3, "gone"), (None, "no data yet"),
+                                              (math.nan, "no data yet")])
+def test_a_band_judges_both_ways(effect, expected):
+    band = pk.book.verdict.Band(1.0, holds_within=1.25, gone_beyond=2.0)
+    assert (band.holds, band.gone) == ((0.8, 1.25), (0.5, 2.0))
+    assert band.judge(effect) == expected
+    assert pk.book.verdict.judge(effect, band=band) == expected
+    # The one-sided thresholds it replaces pass every effect above 0.8, however far above.
+    if effect is not None and not math.isnan(effect) and effect > 1.25:
+        assert pk.book.verdict.judge(effect, holds_at=0.8, gone_below=0.5) == "holds"
+
+
+def test_a_band_is_a_factor_either_way_of_its_target():
+    band = pk.book.verdict.Band(2.0, holds_within=1.25, gone_beyond=2.0)
+    assert band.holds == (1.6, 2.5) and band.gone == (1.0, 4.0)
+    assert [band.judge(x) for x in (1.86, 2.6, 0.9, 4.5)] == ["holds", "weaker", "gone", "gone"]
+    assert band.text() == "holds within 1.60–2.50×" and band.text("{:.0%}") == "holds within 160–250 %"
+
+
+def test_a_band_refuses_bad_input():
+    Band = pk.book.verdict.Band
+    with pytest.raises(ValueError, match="target must be > 0"):
+        Band(0.0, holds_within=1.25, gone_beyond=2)
+    with pytest.raises(ValueError, match="holds_within ≤ gone_beyond"):
+        Band(1.0, holds_within=2, gone_beyond=1.5)
+    with pytest.raises(ValueError, match="holds_within ≤ gone_beyond"):
+        Band(1.0, holds_within=0.8, gone_beyond=2)
+    with pytest.raises(ValueError, match="gone_beyond must be a finite number"):
+        Band(1.0, holds_within=1.25, gone_beyond=math.inf)
+    with pytest.raises(TypeError, match="target must be a number"):
+        Band("one", holds_within=1.25, gone_beyond=2)
+    with pytest.raises(TypeError, match="band must be a Band"):
+        pk.book.verdict.judge(1.0, band=(0.8, 1.25))
+    with pytest.raises(ValueError, match="not both"):
+        pk.book.verdict.judge(1.0, holds_at=0.8, gone_below=0.5, band=Band(1.0, 1.25, 2))
+
+
+def test_a_two_sided_finding_states_its_band_and_judges_its_evidence_both_ways():
+    band = pk.book.verdict.Band(1.0, holds_within=2.0, gone_beyond=5.0)
+    f = pk.book.verdict.finding("Bytes predict time", "model", "saves what its bytes are worth", now=5.93,
+                                band=band, fmt="{:.0%}")
+    assert (f.claim, f.now, f.unit, f.verdict) == ("saves what its bytes are worth; holds within 50–200 %", "593",
+                                                   "%", "gone")
+    model = Evidence(3.0, "model", "model of H100-SXM")
+    g = pk.book.verdict.finding("r", "s", "c", now=None, band=band, instead=model)
+    assert (g.claim, g.verdict) == ("c; holds within 0.50–2.00×", "predicted: weaker")
+    with pytest.raises(ValueError, match="no one-sided thresholds"):
+        pk.book.verdict.finding("r", "s", "c", now=None, band=band,
+                                instead=Evidence(3.0, "model", "model of H100-SXM", holds_at=1, gone_below=0.5))
+    with pytest.raises(ValueError, match="not both"):
+        pk.book.verdict.finding("r", "s", "c", now=1.0, band=band, holds_at=1, gone_below=0.5)
+    with pytest.raises(ValueError, match="or give band"):
+        pk.book.verdict.finding("r", "s", "c", now=1.0)
+
+
+#: The book's rules whose claim is a value (about, does not depend on, predicts, ≈), judged both ways;
+#: every other rule claims a direction ("faster", "at least"), where more of the effect only helps.
+TWO_SIDED = {"Tile quantization", "Wave quantization", "A layer is three GEMMs", "Large tensors stream at copy speed",
+             "Pooling is memory-bound", "Bytes saved predict time saved", "A causal mask halves the work",
+             "Memory-limited: time is bytes", "A ring's bandwidth does not depend on the GPU count",
+             "Bucket the gradients (25 MiB)"}
+
+
+def test_the_rules_that_claim_a_value_are_judged_within_a_band():
+    banded = set()
+    for name in book.CHAPTERS:
+        table = pk.book.verdict.verdict_table(importlib.import_module(f"perfkit.book.{name}.verdict").findings({}))
+        banded |= set(table.loc[table["claim"].str.contains("; holds within "), "rule"])
+    assert banded == TWO_SIDED
+
+
 def test_finding_formats_then_and_now_and_computes_the_verdict():
     f = pk.book.verdict.finding("Pad to ×8", "NVIDIA, 2019", "Tensor Cores need it", now=1.02, then=3.5,
                    holds_at=1.2, gone_below=1.05, where="section 3")

@@ -28,7 +28,7 @@ from ...validation import with_predictions
 from ..evidence import frame_of, from_model, from_published, modern, prefer, today, xla_rows
 from ..frames import gpu_rows, is_cpu, recorded
 from ...experiments.measure import predicted_s
-from ..verdict import Evidence, Finding, finding
+from ..verdict import Band, Evidence, Finding, finding
 from ..verdict import instead_of as _instead
 from .experiments import alignment_penalty
 from .published import deepgemm_dense
@@ -184,6 +184,9 @@ def _then(published: pd.DataFrame | None, experiment: str) -> pd.DataFrame | Non
 MODERN: tuple[str, ...] = ("xla_h100_gemm", "deepgemm_fp8")
 #: The keys of :func:`alternatives`, one per rule in the order of :func:`findings`.
 RULES: tuple[str, ...] = ("alignment", "size", "tile", "waves", "layout", "small_n")
+#: "A partial tile (wave) costs a full one": the cost of a sliver as a share of a full step, within ×2
+#: of 1 either way (see :func:`findings`).
+FULL_STEP = Band(1.0, holds_within=2.0, gone_beyond=4.0)
 #: DeepGEMM's two smallest M (rows of tokens): throughput at the larger ÷ at the smaller is 2.0
 #: where the GEMM is memory-bound throughout.
 DEEPGEMM_SMALL_M = (64, 128)
@@ -321,16 +324,18 @@ def findings(frames: Mapping[str, pd.DataFrame | None], *,
                 instead=alt["size"]),
         # Full quantization makes the first sliver past a step cost 100 % of a step; without it a
         # sliver costs its share of the work (13 % for 16 of 128 columns). Half is a step anyone sees;
-        # under a quarter little of it is left.
+        # under a quarter little of it is left. Two-sided ("costs a full one"): mirrored, a sliver
+        # costing more than twice a full step is something other than quantization (50–200 %, gone
+        # outside 25–400 %).
         finding("Tile quantization", "NVIDIA, 2020–2023",
                 "a partly empty tile costs a full one (cost of the first 16 columns of a new tile "
                 "column, share of a full column)",
-                now=quantization_effect(now["gemm_tile_quantization"]), holds_at=0.5, gone_below=0.25,
+                now=quantization_effect(now["gemm_tile_quantization"]), band=FULL_STEP,
                 fmt="{:.0%}", where="section 4", on=now["gemm_tile_quantization"], instead=alt["tile"]),
         finding("Wave quantization", "NVIDIA, 2020–2023",
                 "a partial last wave costs a full wave (cost of the first 64 columns of a new wave, "
                 "share of a full wave; forced 256×128 tiles)",
-                now=quantization_effect(now["gemm_waves"]), holds_at=0.5, gone_below=0.25,
+                now=quantization_effect(now["gemm_waves"]), band=FULL_STEP,
                 fmt="{:.0%}", where="section 5", on=now["gemm_waves"], instead=alt["waves"]),
         # A layout that costs 30 % of a GEMM is worth a one-off transpose; under 10 % it is noise
         # (the median V100 shape's spread was 5 %).

@@ -16,12 +16,24 @@ run at once):
    shared by the ``⌈M/TM⌉`` tiles of its column) at ``β`` times its fair share of bandwidth. So a
    GEMM that occupies few SMs cannot draw the whole memory system.
 4. **Time** = ``max(math, memory) + latency``, math = waves × unit math, memory = ``max(waves ×
-   unit share, bytes / B)`` (twice the latency with split-K, whose partial sums a second kernel
-   adds, except on the devices of :data:`SPLIT_K_IN_KERNEL`), with ``bytes`` = A + B + C (C read
-   too when ``accumulate``) + split-K partials. The latency is :class:`GemmModel`'s plus the
-   ceilings' extra fixed cost for the math dtype (only Hopper's TF32 has one).
-5. Like a library heuristic, the model takes the (tile, split) with the smallest time.
-6. **Batched GEMMs** (``batch=b``: b independent GEMMs of one shape in one launch, as
+   unit share, bytes / B, (A + B) / S)`` (twice the latency with split-K, whose partial sums a
+   second kernel adds, except on the devices of :data:`SPLIT_K_IN_KERNEL`), with ``bytes`` = A + B +
+   C (C read too when ``accumulate``) + split-K partials, and ``S`` the rate a GEMM kernel streams its
+   operands (``SMs × ceilings.gemm_sm_bandwidth``: what its pipeline keeps in flight per SM; on
+   Hopper 2.8 TB/s, below an H200's copy bandwidth, so GEMV-like GEMMs reach it, not 4.3 TB/s). The
+   latency is :class:`GemmModel`'s plus the ceilings' extra fixed cost for the math dtype (only
+   Hopper's TF32 has one). A math dtype in ``ceilings.serial_epilogue`` (Hopper's TF32) writes C after
+   its main loop: ``max(math, operands) + C / B + latency``.
+5. **Alignment.** When the worst-aligned leading (contiguous) dimension of A, B or C
+   (:mod:`perfkit.gemm_alignment`, by ``layout``) is not a multiple of 16 bytes, the library runs a
+   fallback kernel that loads 4 or 8 bytes at a time, or under 4 bytes without asynchronous copies:
+   its math time is multiplied by the ceilings' unaligned slowdown for that alignment
+   (per architecture, :data:`perfkit.ceilings.ALIGNMENT_SLOWDOWNS`; measured on the H200 2.9× and
+   5.1× in 16-bit, 2.8× in TF32, none in FP32). Only leading dimensions count: ``nn.Linear``'s
+   tokens never do. (A memory-bound GEMM with an unaligned leading dimension also runs slower,
+   1.3–1.9× on the H200's GEMV-like rows, which this does not model.)
+6. Like a library heuristic, the model takes the (tile, split) with the smallest time.
+7. **Batched GEMMs** (``batch=b``: b independent GEMMs of one shape in one launch, as
    ``torch.bmm`` or a grouped kernel runs them): their tiles share the waves, so
    ``units = b·⌈M/TM⌉·⌈N/TN⌉·s``; FLOPs and bytes are ``b`` times one GEMM's, and the latency is
    paid once. A batch of small GEMMs fills the SMs that one of them leaves idle.
@@ -38,8 +50,9 @@ ridge point (FLOP/byte) for the math dtype. On a V100 the Tensor Cores (ridge �
 eight times the reuse of the FP32 units (ridge ≈ 18). The constants of
 :class:`GemmModel` (``c``, ``β``, latency) were fitted on half of Baidu DeepBench's published V100
 GEMMs (``scripts/fit_gemm_model.py``); :func:`perfkit.validation.validation_table` reports the
-other half and the P100. Misaligned dimensions cost nothing unless a measurement says otherwise
-(DeepBench's unaligned M = 35 rows fit as well as the aligned ones).
+other half and the P100. (DeepBench's unaligned dimensions are none of its operands' leading
+dimensions in FP16 — its FP16 sheet padded M 5124 → 5128 and 35 → 40 — and FP32 pays no alignment
+penalty, so its rows are unaffected by item 5.)
 
 The prediction is never below the plain roofline floor ``max(flops / peak, bytes / bandwidth)``
 with datasheet numbers, which :class:`GemmPrediction` keeps as ``floor_s``. Units: seconds,
@@ -55,9 +68,10 @@ from typing import Any, Mapping
 import numpy as np
 
 from ._validate import non_negative_number, positive_int, positive_number, tile_pair
-from .ceilings import KERNEL_LATENCY_S, Ceilings, gemm_latency_s, resolve_ceilings
+from .ceilings import KERNEL_LATENCY_S, Ceilings, gemm_latency_s, resolve_ceilings, unaligned_slowdown_for
 from .devices import DeviceSpec, resolve_spec
 from .dtypes import canonical_dtype, itemsize, output_itemsize
+from .gemm_alignment import check_layout, narrowest_alignment
 from .quantization import alignment, cdiv
 from .roofline import gemm_bytes, gemm_flops
 
@@ -148,8 +162,8 @@ class GemmPrediction:
     tile_efficiency: float  # M·N / (tiles·TM·TN): useful fraction of the launched tile work
     shape_factor: float  # the tile's modelled relative speed (shape_factor)
     floor_s: float  # plain roofline with datasheet numbers: max(flops/peak, bytes/bandwidth)
-    math_s: float  # waves × a unit's math time
-    memory_s: float  # max(bytes / achievable bandwidth, waves × a unit's operand share time)
+    math_s: float  # waves × a unit's math time (× the alignment slowdown; + writing C with a serial epilogue)
+    memory_s: float  # max(bytes / bandwidth, operands / stream bandwidth, waves × a unit's operand share time)
     predicted_s: float  # max(math_s, memory_s) + latency
     bound: str  # "math", "memory" or "latency"
     aligned: bool  # M, N and K all multiples of alignment(dtype)
@@ -161,6 +175,10 @@ class GemmPrediction:
     ceilings_source: str = ""  # where the ceilings come from
     reuse_half: float = 0.0  # r0 in elements: the tile reuse at half speed (c · flop_s / bandwidth)
     batch: int = 1  # GEMMs of this shape in the one launch
+    layout: str = "NN"  # which dimension of A, B (and C) is contiguous (perfkit.gemm_alignment)
+    alignment_bytes: int = 16  # bytes the worst-aligned leading dimension is aligned to (16: all)
+    alignment_slowdown: float = 1.0  # the fallback kernel's slowdown that applied (1: none)
+    stream_bandwidth: float = 0.0  # bytes/s the kernel streams its operands A and B at (≤ bandwidth_ceiling)
 
     @property
     def achieved_flop_s(self) -> float:
@@ -194,7 +212,7 @@ def explain_gemm(M: int, N: int, K: int, dtype: Any, spec: str | DeviceSpec, til
                  blocks_per_sm: int = 1, launch_overhead_s: float | None = None,
                  shape_factors: Mapping[tuple[int, int], float] | None = None, math_dtype: Any = None,
                  accumulate: bool = False, split_k: int | None = None, ceilings: Ceilings | str | None = None,
-                 model: GemmModel | None = None, batch: int = 1) -> GemmPrediction:
+                 model: GemmModel | None = None, batch: int = 1, layout: str = "NN") -> GemmPrediction:
     """Predict an M×N×K GEMM on ``spec`` (a DeviceSpec or a name such as ``"H100-SXM"``) and say why
     (the model is in the module docstring).
 
@@ -213,11 +231,17 @@ def explain_gemm(M: int, N: int, K: int, dtype: Any, spec: str | DeviceSpec, til
     - ``batch``: how many M×N×K GEMMs run in the one launch (a batched or grouped GEMM); their
       tiles share the waves, FLOPs and bytes are ``batch`` times one GEMM's, the latency is paid
       once. ``predicted_s`` is the time of all of them; ``batch=1`` is one plain GEMM.
+    - ``layout``: which dimension of each operand is contiguous (:mod:`perfkit.gemm_alignment`; "NN",
+      ``torch.matmul`` of contiguous tensors; "" unknown: M, N and K all count). When the worst-aligned
+      leading dimension is not a multiple of 16 bytes, the GEMM runs the library's fallback kernel:
+      its math time is multiplied by the ceilings' unaligned slowdown for that alignment
+      (:func:`perfkit.ceilings.unaligned_slowdown_for`).
     """
     M, N, K = positive_int("M", M), positive_int("N", N), positive_int("K", K)
     batch = positive_int("batch", batch)
     dtype = canonical_dtype(dtype)
     math_dtype = dtype if math_dtype is None else canonical_dtype(math_dtype)
+    layout = check_layout(layout)
     spec = resolve_spec(spec, none_ok=False)
     if not spec.mem_bandwidth:
         raise LookupError(f"memory bandwidth of {spec.name} is unknown, so it has no roofline")
@@ -249,11 +273,16 @@ def explain_gemm(M: int, N: int, K: int, dtype: Any, spec: str | DeviceSpec, til
     r0 = model.reuse_half(peak, bw)
     a = alignment(dtype)
     aligned = M % a == 0 and N % a == 0 and K % a == 0
-    slowdown = 1.0 if aligned else cl.unaligned_slowdown.get(math_dtype, 1.0)
+    align_bytes = narrowest_alignment(M, N, K, dtype, layout)
+    slowdown = unaligned_slowdown_for(cl, math_dtype, align_bytes)
+    sm_bw = cl.gemm_sm_bandwidth or float("inf")  # what one SM's GEMM pipeline streams (bytes/s)
+    bw_gemm = min(bw, sm_bw * spec.sms)
+    serial = math_dtype in cl.serial_epilogue
 
     flops = batch * gemm_flops(M, N, K)
     size, out_size = itemsize(dtype), output_itemsize(dtype)
-    base_bytes = batch * (size * (M * K + K * N) + out_size * M * N * (2 if accumulate else 1))
+    in_bytes = batch * size * (M * K + K * N)  # the operands the kernel's pipeline streams in
+    base_bytes = in_bytes + batch * out_size * M * N * (2 if accumulate else 1)
     floor_s = max(flops / peak_sheet, batch * gemm_bytes(M, N, K, dtype) / spec.mem_bandwidth)
     wave = spec.sms * blocks_per_sm
     best = None
@@ -269,10 +298,13 @@ def explain_gemm(M: int, N: int, K: int, dtype: Any, spec: str | DeviceSpec, til
             waves = cdiv(n_tiles * s, wave)
             unit_math, unit_memory = _unit_times(tm, tn, k, size, rows, cols, peak / wave,
                                                  model.sm_bandwidth_share * bw / wave, factor)
-            math_s = max(waves * unit_math * slowdown, flops / peak)
+            math_s = max(waves * unit_math, flops / peak) * slowdown
             nbytes = base_bytes + (8 * batch * M * N * s if s > 1 else 0)  # fp32 partials, written and read
-            memory_s = max(nbytes / bw, waves * unit_memory)
+            memory_s = max(in_bytes / bw_gemm, nbytes / bw, waves * unit_memory)
             overhead = latency * (split_launches if s > 1 else 1)
+            if serial:  # C (and split-K partials) written after the main loop, not while it runs: both add it
+                out_s = (nbytes - in_bytes) / bw
+                math_s, memory_s = math_s + out_s, max(in_bytes / bw_gemm, waves * unit_memory) + out_s
             total = max(math_s, memory_s) + overhead
             if best is None or total < best[0]:
                 best = (total, t, s, n_tiles, waves, factor, math_s, memory_s, overhead)
@@ -285,6 +317,7 @@ def explain_gemm(M: int, N: int, K: int, dtype: Any, spec: str | DeviceSpec, til
         shape_factor=factor, floor_s=floor_s, math_s=math_s, memory_s=memory_s, predicted_s=predicted,
         bound=bound, aligned=aligned, launch_overhead_s=overhead, split_k=s, math_dtype=math_dtype,
         flop_s_ceiling=peak, bandwidth_ceiling=bw, ceilings_source=cl.source, reuse_half=r0, batch=batch,
+        layout=layout, alignment_bytes=align_bytes, alignment_slowdown=slowdown, stream_bandwidth=bw_gemm,
     )
 
 

@@ -6,10 +6,14 @@ other half is *held out*. On Hopper, two things were chosen on the fit half of O
 H100 table (:data:`FITTED_ON`): the TF32 ceiling and fixed cost
 (:data:`perfkit.ceilings.TF32_FIT`) on its TF32 rows, and split-K in one kernel
 (:data:`perfkit.gemm_model.SPLIT_K_IN_KERNEL`) on its BF16 rows; the other half of each is held out.
-The P100, DeepGEMM's H800 and our own recordings were never used to fit anything. The table
+The P100 and DeepGEMM's H800 were never used to fit anything. Of our own H200 recordings, the rows
+of :data:`RECORDED_FITS` fitted Hopper's unaligned-GEMM slowdowns and GEMM streaming bandwidth
+(:mod:`perfkit.ceilings`) and are labelled ``"fit"``; every other recorded row, and the whole of
+``vocab_padding`` (nn.Linear at GPT-2's vocabulary, padded or not), is ``"not fitted"``. The table
 reports, per source, device, dtype and half, the median and 90th percentile of
 ``|predicted/measured − 1|`` and the share of optimistic (too fast) predictions, for the model and
-for the plain roofline with datasheet numbers. Units: seconds.
+for the plain roofline with datasheet numbers. Each row is predicted with its layout (which
+dimension of each operand is contiguous, :mod:`perfkit.gemm_alignment`). Units: seconds.
 """
 
 from __future__ import annotations
@@ -19,21 +23,48 @@ from typing import Mapping
 
 import pandas as pd
 
+from dataclasses import replace
+
 from .calibration import calibrated
+from .ceilings import Ceilings, resolve_ceilings
 from .data import load, recordings
 from .devices import DeviceSpec, device_spec
+from .dtypes import itemsize
+from .gemm_alignment import ALIGNED_BYTES, LINEAR_LAYOUTS, alignment_bytes, alignment_class, from_column_major
 from .gemm_model import GemmModel, explain_gemm, prediction_error
 from .meta import FrameMeta
 from .provenance import source_of
 from .published_data import has_published, published, published_all
 from .published_data.xla import xla_rows
 
-__all__ = ["BATCH_COLUMNS", "FITTED_ON", "GEMM_EXPERIMENTS", "VALIDATION_COLUMNS", "fit_half", "half_labels",
-           "validation_frames", "validation_table", "with_predictions", "worst_predictions"]
+__all__ = ["BATCH_COLUMNS", "COLUMN_MAJOR_PUBLISHERS", "EXPERIMENT_LAYOUTS", "FITTED_ON", "GEMM_EXPERIMENTS",
+           "RECORDED_FITS", "VALIDATION_COLUMNS", "fit_half", "half_labels", "neighbour_slowdowns", "recorded_fit_rows",
+           "row_layouts",
+           "validation_frames", "validation_table", "vocab_gemms", "with_predictions", "worst_predictions"]
 
-#: Recorded experiments whose cuBLAS rows the model is checked against.
+#: Recorded experiments whose cuBLAS rows the model is checked against (``vocab_padding`` too, through
+#: :func:`vocab_gemms`).
 GEMM_EXPERIMENTS: tuple[str, ...] = ("gemm_sizes", "gemm_small_n", "gemm_transposes", "gemm_alignment",
-                                     "ceiling_matmul")
+                                     "ceiling_matmul", "fc_features", "fc_batch")
+
+#: The layout of a recorded experiment's GEMMs where its rows do not say: ``fc_*`` time the layer's
+#: forward as ``matmul(W, xᵀ)`` (A = W, B = xᵀ, C = out×batch), not as nn.Linear writes it.
+EXPERIMENT_LAYOUTS: dict[str, str] = {"fc_features": "NT", "fc_batch": "NT"}
+
+#: Publishers whose ``layout`` column is a cuBLAS (column-major) layout
+#: (:func:`perfkit.gemm_alignment.from_column_major`).
+COLUMN_MAJOR_PUBLISHERS: tuple[str, ...] = ("Baidu DeepBench",)
+
+#: Recorded experiment → which of its rows fitted what (:func:`recorded_fit_rows`); they are "fit" in
+#: :func:`half_labels`, all other recorded rows "not fitted".
+RECORDED_FITS: dict[str, str] = {
+    "gemm_alignment": "its unaligned rows: Hopper's unaligned slowdowns (perfkit.ceilings.ALIGNMENT_SLOWDOWNS), "
+                      "and a calibrated GPU's partial one",
+    "fc_features": "the unaligned rows of its in and batch sweeps: Hopper's unaligned slowdowns",
+    "gemm_small_n": "its aligned rows up to N = 128: Hopper's GEMM streaming bandwidth and flushed-L2 floor "
+                    "(GEMM_SM_BANDWIDTH, GEMM_FLOOR_S)",
+    "fc_batch": "its aligned rows up to batch 128: Hopper's GEMM streaming bandwidth and flushed-L2 floor",
+}
 
 #: What the model was fitted (or tuned) on: (publisher's name as it begins, perfkit device) → the
 #: dtypes fitted (None: all). Rows of these get the halves of :func:`fit_half`; others are "not fitted".
@@ -81,22 +112,55 @@ def _fitted_dtypes(meta: FrameMeta) -> frozenset[str] | None | bool:
     return False
 
 
+def recorded_fit_rows(frame: pd.DataFrame) -> pd.Series:
+    """True for the rows of a recording that fitted a constant (:data:`RECORDED_FITS`, by the
+    experiment its metadata names); all False for any other frame."""
+    meta = FrameMeta.of(frame)
+    none = pd.Series(False, index=frame.index)
+    if meta.published_by or meta.experiment not in RECORDED_FITS:
+        return none
+    if meta.experiment == "gemm_alignment" and "aligned" in frame:
+        return ~frame["aligned"].astype(bool)
+    if meta.experiment == "fc_features" and {"sweep", "divisible_by"} <= set(frame.columns):
+        return frame["sweep"].isin(["in", "batch"]) & (frame["divisible_by"] < 8)
+    if meta.experiment in ("gemm_small_n", "fc_batch"):  # memory-bound, every leading dimension aligned
+        return ((frame["N"] % 8 == 0) | (frame["N"] == 1)) & (frame["N"] <= 128)
+    return none
+
+
 def half_labels(frame: pd.DataFrame) -> pd.Series:
     """Per row: ``"fit"`` or ``"held out"`` (:func:`fit_half`) where the model was fitted on the
-    frame's source, device and dtype (:data:`FITTED_ON`), else ``"not fitted"``. The unaligned rows
-    of a ``gemm_alignment`` recording are ``"fit"``: the model's slowdown for unaligned dimensions on
-    that GPU is their median (:func:`perfkit.ceilings.alignment_slowdown`)."""
+    frame's source, device and dtype (:data:`FITTED_ON`), else ``"not fitted"``. The rows of our
+    recordings that fitted a constant (:func:`recorded_fit_rows`, :data:`RECORDED_FITS`: e.g. the
+    unaligned rows of ``gemm_alignment``) are ``"fit"``."""
     meta = FrameMeta.of(frame)
     dtypes = _fitted_dtypes(meta)
     out = pd.Series("not fitted", index=frame.index, dtype=object)
-    if meta.experiment == "gemm_alignment" and "aligned" in frame:
-        out[~frame["aligned"].astype(bool)] = "fit"
+    out[recorded_fit_rows(frame)] = "fit"
     if dtypes is False or not len(frame):
         return out
     fitted = pd.Series(True, index=frame.index) if dtypes is None else frame["dtype"].isin(list(dtypes))
     half = fit_half(frame)
     out[fitted & half] = "fit"
     out[fitted & ~half] = "held out"
+    return out
+
+
+def row_layouts(frame: pd.DataFrame) -> pd.Series:
+    """Per row, the layout its GEMM ran in (:mod:`perfkit.gemm_alignment`): the ``layout`` column (a
+    cuBLAS column-major one for :data:`COLUMN_MAJOR_PUBLISHERS`, else torch's row-major names), nn.Linear's
+    pass layout for rows timed through autograd (``impl`` "autograd", ``phase``), else the experiment's
+    (:data:`EXPERIMENT_LAYOUTS`), else ``"NN"`` (``torch.matmul`` of contiguous tensors)."""
+    meta = FrameMeta.of(frame)
+    default = EXPERIMENT_LAYOUTS.get(meta.experiment or "", "NN")
+    out = pd.Series(default, index=frame.index, dtype=object)
+    if "layout" in frame:
+        out = frame["layout"].fillna(default).astype(str).str.upper()
+        if any((meta.published_by or "").startswith(p) for p in COLUMN_MAJOR_PUBLISHERS):
+            out = out.map(from_column_major)
+    if {"impl", "phase"} <= set(frame.columns):
+        autograd = frame["impl"].astype(str) == "autograd"
+        out[autograd] = frame.loc[autograd, "phase"].map(LINEAR_LAYOUTS).fillna(out[autograd])
     return out
 
 
@@ -107,8 +171,11 @@ def with_predictions(frame: pd.DataFrame, spec: DeviceSpec | None = None, *, mod
     ``spec`` defaults to the device its metadata names. A ``math_dtype`` column sets the math
     dtype per row; a batch column (the first of :data:`BATCH_COLUMNS` present: ``batch``, XLA's
     ``b``, DeepGEMM's ``groups``) makes each row that many GEMMs in one launch, and ``time_s`` the
-    time of all of them; metadata ``gemm_beta`` ≠ 0 means C was read too. Rows timed with a forced
-    tile (``impl`` not ``cublas``) get that tile; rows without a peak for their dtype get NaN.
+    time of all of them; metadata ``gemm_beta`` ≠ 0 means C was read too. A published table (timed
+    warm: back to back, or by CUPTI) is predicted without the ceilings' flushed-L2 floor
+    (:data:`perfkit.ceilings.GEMM_FLOOR_S`) unless ``ceilings`` is a Ceilings. Each row gets its layout
+    (:func:`row_layouts`). Rows timed with a forced tile (``impl`` "triton…") get that tile; rows
+    without a peak for their dtype get NaN.
     """
     if not isinstance(frame, pd.DataFrame):
         raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
@@ -117,16 +184,20 @@ def with_predictions(frame: pd.DataFrame, spec: DeviceSpec | None = None, *, mod
         raise ValueError(f"frame lacks the GEMM columns {sorted(missing)}")
     spec = _spec_of(frame, spec)
     meta = FrameMeta.of(frame)
+    if meta.published_by and not isinstance(ceilings, Ceilings):  # timed warm: no flushed-L2 floor
+        ceilings = replace(resolve_ceilings(spec, ceilings), gemm_floor_s=None)
     accumulate = bool(meta.gemm_beta)
     batch_column = next((c for c in BATCH_COLUMNS if c in frame.columns), None)
+    layouts = row_layouts(frame)
     predicted, roofline = [], []
-    for row in frame.itertuples(index=False):
+    for row, layout in zip(frame.itertuples(index=False), layouts):
         r = row._asdict()
         tile = (int(r["tile_m"]), int(r["tile_n"])) if str(r.get("impl", "cublas")).startswith("triton") else None
         batch = 1 if batch_column is None else int(r[batch_column])
         try:
             p = explain_gemm(int(r["M"]), int(r["N"]), int(r["K"]), r["dtype"], spec, tile, batch=batch,
-                             math_dtype=r.get("math_dtype"), accumulate=accumulate, model=model, ceilings=ceilings)
+                             math_dtype=r.get("math_dtype"), accumulate=accumulate, model=model, ceilings=ceilings,
+                             layout=layout)
         except LookupError:
             predicted.append(float("nan"))
             roofline.append(float("nan"))
@@ -140,11 +211,23 @@ def with_predictions(frame: pd.DataFrame, spec: DeviceSpec | None = None, *, mod
     return out
 
 
+def vocab_gemms(frame: pd.DataFrame) -> pd.DataFrame:
+    """The forward nn.Linear GEMMs of a ``vocab_padding`` recording (``impl`` "linear", ``phase``
+    "forward") as a GEMM frame: ``(M, N, K) = (out_features, tokens, in_features)``, layout "NTT"
+    (:data:`perfkit.gemm_alignment.LINEAR_LAYOUTS`), its metadata kept."""
+    rows = frame[(frame["impl"] == "linear") & (frame["phase"] == "forward")]
+    out = pd.DataFrame({"M": rows["out_features"], "N": rows["tokens"], "K": rows["in_features"],
+                        "dtype": rows["dtype"], "time_s": rows["time_s"], "layout": LINEAR_LAYOUTS["forward"],
+                        "vocab": rows["vocab"], "multiple": rows["multiple"]})
+    out.attrs["meta"] = dict(FrameMeta.of(frame).raw)
+    return out
+
+
 def validation_frames(root=None) -> dict[str, pd.DataFrame]:
     """Every published GEMM (DeepBench's V100 and P100; OpenXLA's H100 bf16 and TF32 rows, every
-    batch) and every recorded cuBLAS GEMM under ``data/``, with predictions, by name. Published
-    rows get the model with its default ceilings; recorded ones the ceilings recorded on their GPU
-    (:func:`perfkit.calibrated`)."""
+    batch) and every recorded cuBLAS GEMM under ``data/`` (:data:`GEMM_EXPERIMENTS`, and the nn.Linear
+    rows of ``vocab_padding``), with predictions, by name. Published rows get the model with its
+    default ceilings; recorded ones the ceilings recorded on their GPU (:func:`perfkit.calibrated`)."""
     frames = {}
     for f in published_all("deepbench_gemm") if has_published("deepbench_gemm") else []:
         meta = FrameMeta.of(f)
@@ -153,10 +236,14 @@ def validation_frames(root=None) -> dict[str, pd.DataFrame]:
         frames["OpenXLA H100-SXM"] = with_predictions(xla_rows(published("xla_h100_gemm")))
     table = recordings(root)
     for r in table[table["device_kind"] == "gpu"].itertuples():
-        if r.experiment in GEMM_EXPERIMENTS:
+        if r.experiment in GEMM_EXPERIMENTS or r.experiment == "vocab_padding":
             f = load(r.experiment, device=r.device_slug, root=root)
+            if r.experiment == "vocab_padding":
+                f = vocab_gemms(f)
             if "impl" in f:  # forced-tile Triton rows are the tile experiments', not cuBLAS's
                 f = f[f["impl"] == "cublas"]
+            if r.experiment.startswith("fc_") and "batch" in f:  # the layer's rows, not GEMMs per launch
+                f = f.rename(columns={"batch": "rows"})
             # our own recording: the model on that GPU with the ceilings recorded beside it (the edge)
             frames[f"{r.experiment} on {r.device_slug}"] = with_predictions(f, calibrated(_spec_of(f, None), root))
     return frames
@@ -192,6 +279,8 @@ def validation_table(frames: Mapping[str, pd.DataFrame] | None = None, *, by: st
         meta = FrameMeta.of(f)
         halves = half_labels(f)
         label = str(source_of(f) or name)
+        if meta.experiment and not meta.published_by:  # our recordings: say which experiment
+            label = f"{meta.experiment}, {label}"
         for key, g in f.groupby(keys, sort=False):
             split = dict(zip(keys, key))
             for half in ("fit", "held out", "not fitted"):
@@ -217,3 +306,30 @@ def worst_predictions(frame: pd.DataFrame | None, n: int = 10, *,
     out = frame.assign(error=err)
     out = out.reindex(err.abs().sort_values(ascending=False).index).head(n)
     return out if columns is None else out[list(columns)]
+
+
+def neighbour_slowdowns(frame: pd.DataFrame, swept: str, by: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Per unaligned row of a sweep (``swept``: the column stepped through values around multiples of 16
+    bytes, e.g. ``gemm_alignment``'s ``K``, ``fc_features``' ``swept``), its ``time_s`` over the mean of
+    its nearest aligned neighbours below and above in the same ``dtype`` and ``by`` group: a frame of
+    ``dtype``, the ``by`` columns, ``swept``, ``bytes`` (:func:`perfkit.gemm_alignment.alignment_bytes`),
+    ``alignment_class`` and ``slowdown``. A model-free measure: the aligned neighbours stand for what the row would cost."""
+    missing = {swept, "dtype", "time_s", *by} - set(frame.columns)
+    if missing:
+        raise ValueError(f"frame lacks the columns {sorted(missing)}")
+    rows = []
+    for key, g in frame.groupby(["dtype", *by], sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        size = itemsize(key[0])
+        g = g.sort_values(swept)
+        nbytes = g[swept].map(lambda n: alignment_bytes(int(n), size))
+        ok = g[nbytes >= ALIGNED_BYTES]
+        for (_, r), b in zip(g.iterrows(), nbytes):
+            if b >= ALIGNED_BYTES:
+                continue
+            below, above = ok[ok[swept] < r[swept]].tail(1), ok[ok[swept] > r[swept]].head(1)
+            ref = pd.concat([below, above])["time_s"]
+            if len(ref):
+                rows.append({**dict(zip(["dtype", *by], key)), swept: r[swept], "bytes": b,
+                             "alignment_class": alignment_class(b), "slowdown": float(r["time_s"] / ref.mean())})
+    return pd.DataFrame(rows, columns=["dtype", *by, swept, "bytes", "alignment_class", "slowdown"])

@@ -1,37 +1,59 @@
-"""Fit the GEMM model's constants on the fit half of DeepBench's published V100 GEMMs.
+"""Fit the GEMM model's constants, each on the data it rests on, and print the halves never used to fit.
 
-A grid search over ``reuse_per_ridge`` (c, with r0 = c · ridge point), ``sm_bandwidth_share`` (β) and ``latency_s`` minimising
-median + 90th percentile of |predicted/measured − 1| on the fit half (``perfkit.validation.fit_half``);
-it prints the best few, then the held-out half and the P100 (never fitted) under the best and
-under perfkit's ``DEFAULT_MODEL``. The ceilings are not fitted: they are the documented defaults
-of ``perfkit.ceilings``, except Hopper's TF32 ceiling and fixed cost, which ``--tf32`` fits on the
-fit half of OpenXLA's published H100 TF32 rows (``perfkit.ceilings.TF32_FIT``; the held-out half is
-printed beside it, never used to choose). Run from the repository root::
+- default: ``reuse_per_ridge`` (c, with r0 = c · ridge point), ``sm_bandwidth_share`` (β) and
+  ``latency_s`` by grid search (median + 90th percentile of |predicted/measured − 1|) on the fit half
+  of DeepBench's published V100 GEMMs (``perfkit.validation.fit_half``); prints the held-out half and
+  the P100 (never fitted) under the best and under perfkit's ``DEFAULT_MODEL``.
+- ``--tf32``: Hopper's TF32 fraction and extra fixed cost (``perfkit.ceilings.TF32_FIT``, with the
+  serial epilogue) on the fit half of OpenXLA's published H100 TF32 rows; the held-out half beside it.
+- ``--alignment``: Hopper's unaligned-GEMM slowdowns (``perfkit.ceilings.ALIGNMENT_SLOWDOWNS``): per
+  alignment class, the median over the unaligned GEMMs of our H200's ``gemm_alignment`` and
+  ``fc_features`` (in and batch sweeps) of each one's time over its aligned neighbours'.
+- ``--stream``: Hopper's GEMM streaming bandwidth per SM and flushed-L2 floor
+  (``GEMM_SM_BANDWIDTH``, ``GEMM_FLOOR_S``) by grid search on the memory-bound aligned rows of our
+  H200's ``gemm_small_n`` and ``fc_batch`` (``perfkit.validation.recorded_fit_rows``).
 
-    python scripts/fit_gemm_model.py           # the model's constants, on DeepBench's V100
-    python scripts/fit_gemm_model.py --tf32    # Hopper's TF32 fraction and fixed cost, on XLA's H100
+Run from the repository root::
+
+    python scripts/fit_gemm_model.py [--tf32 | --alignment | --stream]
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
 import perfkit as pk
+from perfkit.ceilings import (ALIGNMENT_SLOWDOWNS, GEMM_FLOOR_S, GEMM_SM_BANDWIDTH, TF32_FIT, default_ceilings)
 from perfkit.gemm_model import DEFAULT_MODEL, GemmModel
-from perfkit.validation import fit_half, with_predictions
+from perfkit.published_data.xla import xla_rows
+from perfkit.validation import fit_half, neighbour_slowdowns, recorded_fit_rows, validation_frames, with_predictions
 
 GRID = {"reuse_per_ridge": (0.5, 0.75, 1.0, 1.25, 1.5), "sm_bandwidth_share": (0.75, 1.0, 1.5, 2.0),
         "latency_s": (4e-6, 5e-6, 6e-6)}
+TF32_GRID = {"fraction": tuple(np.round(np.arange(0.60, 0.876, 0.025), 3)),
+             "extra_latency_s": tuple(np.round(np.arange(0, 4.01e-6, 0.5e-6), 9))}
+STREAM_GRID = {"floor_s": tuple(np.round(np.arange(5.0e-6, 7.51e-6, 0.25e-6), 9)),
+               "sm_bandwidth": tuple(np.arange(17e9, 26.1e9, 1e9))}
+
+
+def errors(frame: pd.DataFrame) -> pd.Series:
+    return (frame["predicted_s"] / frame["time_s"] - 1).abs()
 
 
 def score(frame: pd.DataFrame) -> float:
-    e = np.abs(frame["predicted_s"] / frame["time_s"] - 1)
+    e = errors(frame)
     return float(np.median(e) + np.percentile(e, 90))
+
+
+def stats(frame: pd.DataFrame) -> str:
+    e = errors(frame)
+    return f"n={len(e)} median {np.median(e):.1%} p90 {np.percentile(e, 90):.1%}"
 
 
 def summary(name: str, frame: pd.DataFrame) -> str:
@@ -44,23 +66,69 @@ def summary(name: str, frame: pd.DataFrame) -> str:
 
 
 def fit_tf32() -> None:
-    """Grid-search TF32_FIT on the fit half of XLA's H100 TF32 rows; print the best and the halves."""
-    from perfkit.ceilings import TF32_FIT
-    from perfkit.book.gemm.published import fit_tf32 as search
+    """Grid-search TF32_FIT on the fit half of XLA's H100 TF32 rows; print the best and both halves."""
+    rows = xla_rows(pk.published("xla_h100_gemm"), dtype="tf32")
+    spec = pk.device_spec("H100-SXM")
+    base, half = replace(default_ceilings(spec), gemm_floor_s=None), fit_half(rows)  # XLA timed by CUPTI: warm
+    grid = []
+    for fraction, extra in tqdm(list(itertools.product(*TF32_GRID.values())), desc="tf32 grid"):
+        c = replace(base, flop_s={**base.flop_s, "tf32": fraction * spec.peak_flop_s("tf32")},
+                    extra_latency_s={**base.extra_latency_s, "tf32": extra})
+        p = with_predictions(rows, spec, ceilings=c)
+        grid.append({"fraction": fraction, "extra_us": extra * 1e6, "score": score(p[half]),
+                     "fit": stats(p[half]), "held out": stats(p[~half]), "b = 1": stats(p[p["b"] == 1])})
+    table = pd.DataFrame(grid).sort_values("score", kind="stable")
+    pd.set_option("display.width", 220)
+    print("best on the fit half of XLA's H100 TF32 rows (median + p90 of |error|, all b; serial epilogue):")
+    print(table.head(8).to_string(index=False))
+    print(f"\nperfkit.ceilings.TF32_FIT: {TF32_FIT['fraction']:.3f}, {TF32_FIT['extra_latency_s'] * 1e6:.1f} µs")
 
-    best, grid = search(pk.published("xla_h100_gemm"))
-    pd.set_option("display.width", 200)
-    print("best on the fit half of XLA's H100 TF32 rows (median + p90 of |error|, all b):")
-    print(grid.head(8).to_string(index=False, float_format=lambda v: f"{v:.3g}"))
-    print(f"\nbest: fraction {best['fraction']:.3f}, extra latency {best['extra_latency_s'] * 1e6:.1f} µs; "
-          f"perfkit.ceilings.TF32_FIT: {TF32_FIT['fraction']:.3f}, {TF32_FIT['extra_latency_s'] * 1e6:.1f} µs")
+
+def fit_alignment() -> None:
+    """The model-free unaligned slowdowns of our H200 recordings, per dtype family and alignment class."""
+    align = pk.data.load("gemm_alignment", device="H200")
+    fc = pk.data.load("fc_features", device="H200")
+    parts = [neighbour_slowdowns(align, "K").assign(source="gemm_alignment"),
+             neighbour_slowdowns(fc[fc["sweep"].isin(["in", "batch"])], "swept", ("sweep",))
+             .assign(source="fc_features")]
+    rows = pd.concat(parts, ignore_index=True)
+    rows["family"] = rows["dtype"].replace({"bfloat16": "float16"})
+    pd.set_option("display.width", 220)
+    print(rows.groupby(["family", "alignment_class", "source"])["slowdown"].agg(["size", "median", "min", "max"]))
+    print("\npooled (the constants):")
+    print(rows.groupby(["family", "alignment_class"])["slowdown"].median().round(2).to_string())
+    print(f"\nperfkit.ceilings.ALIGNMENT_SLOWDOWNS['hopper']: {ALIGNMENT_SLOWDOWNS['hopper']}")
+
+
+def fit_stream() -> None:
+    """Grid-search Hopper's GEMM streaming bandwidth per SM and flushed-L2 floor on our H200's rows."""
+    frames = validation_frames()
+    ours = {n: f.drop(columns=["predicted_s", "roofline_s"]) for n, f in frames.items() if "h200" in n}
+    fit = [f[recorded_fit_rows(f)] for n, f in ours.items() if n.startswith(("gemm_small_n", "fc_batch"))]
+    spec0 = pk.calibrated("H200")
+    grid = []
+    for floor_s, sm_bw in tqdm(list(itertools.product(*STREAM_GRID.values())), desc="stream grid"):
+        spec = replace(spec0, measured_ceilings=replace(spec0.measured_ceilings, gemm_floor_s=floor_s,
+                                                        gemm_sm_bandwidth=sm_bw))
+        p = pd.concat([with_predictions(f, spec) for f in fit])
+        grid.append({"floor_us": floor_s * 1e6, "GB/s per SM": sm_bw / 1e9, "score": score(p), "fit": stats(p)})
+    print(pd.DataFrame(grid).sort_values("score", kind="stable").head(8).to_string(index=False))
+    print(f"\nperfkit.ceilings: GEMM_FLOOR_S {GEMM_FLOOR_S}, GEMM_SM_BANDWIDTH {GEMM_SM_BANDWIDTH}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--tf32", action="store_true", help="fit Hopper's TF32 defaults on XLA's H100 rows instead")
-    if parser.parse_args().tf32:
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--tf32", action="store_true", help="fit Hopper's TF32 defaults on XLA's H100 rows")
+    which.add_argument("--alignment", action="store_true", help="Hopper's unaligned slowdowns from our H200")
+    which.add_argument("--stream", action="store_true", help="Hopper's GEMM streaming rate and floor from our H200")
+    args = parser.parse_args()
+    if args.tf32:
         return fit_tf32()
+    if args.alignment:
+        return fit_alignment()
+    if args.stream:
+        return fit_stream()
     v100 = pk.published("deepbench_gemm", "V100-SXM2")
     p100 = pk.published("deepbench_gemm", "P100-PCIe")
     fit, held = v100[fit_half(v100)], v100[~fit_half(v100)]  # each keeps v100's attrs["meta"]

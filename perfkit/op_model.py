@@ -94,7 +94,7 @@ def evidence_for(spec: DeviceSpec) -> tuple[OpEvidence, str]:
         return OP_EVIDENCE[fam], OP_EVIDENCE[fam].source
     near = nearest_family(fam, OP_EVIDENCE) or "hopper"
     ev = OP_EVIDENCE[near]
-    return ev, f"assumed from {near} ({ev.source}); nothing recorded on {fam}"
+    return ev, f"assumed from {near} ({ev.source}); no {fam} GPU measured yet"
 
 
 def _floor_s(cl: Ceilings, ev: OpEvidence) -> float:

@@ -6,7 +6,10 @@ queries (s_q) and ``seq_k`` keys (s_k) is, per head, ``S = Q·Kᵀ`` (an s_q×s_
 :func:`attention_gemms`. Run unfused (PyTorch SDPA's math path: three kernels), the s_q×s_k scores
 are written by QKᵀ, read and written back by the softmax and read by PV; fused (FlashAttention
 style: one kernel), Q, K and V are read once and O written once, and the scores never leave the
-chip: :func:`attention_bytes`, :func:`predict_attention_time`.
+chip: :func:`attention_bytes`, :func:`predict_attention_time`. A fused kernel is priced by what it is
+(:mod:`perfkit.attention_model`): the backend PyTorch picks on the device (cuDNN on Hopper, FlashAttention-2
+on Ampere, …), its thread blocks' multiplies and exponentials at that backend's measured rates, and their
+schedule on the SMs — not at the GEMM ceiling, which no SDPA kernel reaches.
 
 Decoding one token per sequence reads every weight and the whole KV cache once per step, for
 2 FLOPs per weight per sequence: memory-bound until the batch is large (:func:`decode_step_bytes`,
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._validate import boolean, positive_int
+from .attention_model import fused_attention_s
 from .ceilings import gemm_latency_s, kernel_latency_s, resolve_ceilings
 from .devices import DeviceSpec, resolve_spec
 from .dtypes import canonical_dtype, itemsize
@@ -173,6 +177,8 @@ class AttentionPrediction:
     dtype: str = ""
     device: str = ""  # spec.label
     kernels_s: tuple[tuple[str, float], ...] = ()  # (kernel, seconds): "QKᵀ", "softmax", "PV"; fused: "attention"
+    backend: str = ""  # fused: the SDPA kernel priced ("cudnn", "flash", "efficient"); unfused: "math"
+    basis: str = ""  # fused: what the backend's rates rest on (perfkit.attention_model)
 
 
 def _memory_bound_from_seq(b: int, h: int, d: int, size: int, flop_s: float, bw: float, fixed_s: float) -> int | None:
@@ -193,7 +199,7 @@ def _memory_bound_from_seq(b: int, h: int, d: int, size: int, flop_s: float, bw:
 
 def predict_attention_time(batch: int, heads: int, seq_q: int, seq_k: int, head_dim: int, *,
                            spec: str | DeviceSpec, dtype: Any, fused: bool = True, causal: bool = False,
-                           kv_heads: int | None = None) -> AttentionPrediction:
+                           kv_heads: int | None = None, backend: str | None = None) -> AttentionPrediction:
     """Predicted seconds of attention's forward pass on ``spec`` (a DeviceSpec or a name such as
     ``"H100-SXM"``), at the spec's achievable ceilings (``spec.ceilings``).
 
@@ -202,10 +208,14 @@ def predict_attention_time(batch: int, heads: int, seq_q: int, seq_k: int, head_
       :func:`perfkit.layer_bytes`) for the softmax reading and writing the scores, and the GEMM
       model for PV. The math path computes every score and masks afterwards, so ``causal`` does
       not change its time.
-    - Fused (one kernel): ``max(flops / FLOP/s, bytes / bandwidth)`` + one kernel's fixed cost (the
-      GEMM model's: the ceilings' ``gemm_latency_s``, else :data:`perfkit.ceilings.KERNEL_LATENCY_S`,
-      plus the ceilings' extra cost for ``dtype``), with ``flops`` from :func:`attention_flops`
-      (``causal=True`` about halves them) and ``bytes`` from :func:`attention_bytes`.
+    - Fused (one kernel): the SDPA kernel ``backend`` (``"cudnn"``, ``"flash"``, ``"efficient"``; None:
+      the one PyTorch picks on ``spec``, :func:`perfkit.attention_model.sdpa_backend`) as
+      :func:`perfkit.attention_model.fused_attention_s` prices it (its thread blocks' multiplies at the
+      backend's achieved rate, its exponentials, their schedule on the SMs; ``causal=True`` skips the
+      masked blocks but leaves the SMs unevenly loaded), never below ``bytes / bandwidth`` plus one
+      kernel's fixed cost (the GEMM model's: the ceilings' ``gemm_latency_s``, else
+      :data:`perfkit.ceilings.KERNEL_LATENCY_S`); ``math_s`` is the kernel's time less that fixed cost,
+      ``flops`` the useful FLOPs (:func:`attention_flops`), ``bytes`` :func:`attention_bytes`.
 
     ``kernels_s`` gives each kernel's seconds, in launch order (their sum is ``time_s``).
     ``bound`` compares the math time, the bytes time and the fixed kernel costs.
@@ -226,10 +236,15 @@ def predict_attention_time(batch: int, heads: int, seq_q: int, seq_k: int, head_
     gemm_fixed_s = gemm_latency_s(cl) + cl.extra_latency_s.get(dtype, 0.0)
     unfused_fixed_s = 2 * gemm_fixed_s + kernel_latency_s(cl)
     nbytes = attention_bytes(b, h, sq, sk, d, dtype, fused=fused, kv_heads=kv)
+    name, basis = "math", ""
+    if not fused and backend not in (None, "math"):
+        raise ValueError(f"backend {backend!r} is a fused kernel: pass fused=True, or backend=None for the math path")
     if fused:
         flops = 4 * b * h * d * pairs
-        overhead_s = gemm_fixed_s
-        kernels = (("attention", max(flops / flop_s, nbytes / bw) + overhead_s),)
+        overhead_s = gemm_latency_s(cl)
+        kernel_s, name, basis = fused_attention_s(b * h, sq, sk, d, dtype, spec, causal=causal, backend=backend)
+        math_s = kernel_s - overhead_s
+        kernels = (("attention", max(math_s, nbytes / bw) + overhead_s),)
     else:
         flops = 4 * b * h * d * sq * sk
         overhead_s = unfused_fixed_s
@@ -237,12 +252,14 @@ def predict_attention_time(batch: int, heads: int, seq_q: int, seq_k: int, head_
                    ("softmax", memory_time(layer_bytes("softmax", (b * h, sq, sk), dtype), spec)),
                    ("PV", predict_gemm_time(sq, d, sk, dtype, spec, batch=b * h)))
     time_s = sum(t for _, t in kernels)
-    math_s, memory_s = flops / flop_s, nbytes / bw
+    memory_s = nbytes / bw
+    if not fused:
+        math_s = flops / flop_s
     return AttentionPrediction(
         time_s=time_s, flops=flops, bytes=nbytes, bound=_bound(math_s, memory_s, overhead_s), fused=fused,
         math_s=math_s, memory_s=memory_s, overhead_s=overhead_s,
         memory_bound_from_seq=_memory_bound_from_seq(b, h, d, size, flop_s, bw, unfused_fixed_s),
-        dtype=dtype, device=spec.label, kernels_s=kernels)
+        dtype=dtype, device=spec.label, kernels_s=kernels, backend=name, basis=basis)
 
 
 def _decode_sizes(params, batch, context, layers, kv_heads, head_dim) -> tuple[int, ...]:

@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..gemm_alignment import LINEAR_LAYOUTS, MATMUL_LAYOUTS
 from ..shapes import RNN_GATES, linear_gemms, rnn_gemms
 from .capture import Call, TensorInfo
 
@@ -52,13 +53,15 @@ _RNN = {"lstm": "lstm", "gru": "gru", "rnn_tanh": "rnn", "rnn_relu": "rnn"}
 
 @dataclass(frozen=True)
 class Gemm:
-    """``batch`` independent M×N×K GEMMs, run ``count`` times one after another."""
+    """``batch`` independent M×N×K GEMMs, run ``count`` times one after another; ``layout`` says which
+    dimension of each operand is contiguous (:mod:`perfkit.gemm_alignment`; "" unknown)."""
 
     M: int
     N: int
     K: int
     batch: int = 1
     count: int = 1
+    layout: str = ""
 
 
 @dataclass(frozen=True)
@@ -292,7 +295,7 @@ def _linear(p: dict, training: bool) -> list[tuple[str, str, Gemm]]:
     keep = ["forward"]
     if training:
         keep += (["dgrad"] if p["input_grad"] else []) + (["wgrad"] if p.get("weight_grad", True) else [])
-    return [(pass_, "", Gemm(*g[pass_])) for pass_ in keep]
+    return [(pass_, "", Gemm(*g[pass_], layout=LINEAR_LAYOUTS[pass_])) for pass_ in keep]
 
 
 def _conv(p: dict, training: bool) -> list[tuple[str, str, Gemm]]:
@@ -309,11 +312,12 @@ def _conv(p: dict, training: bool) -> list[tuple[str, str, Gemm]]:
 
 def _matmul_passes(p: dict, training: bool) -> list[tuple[str, str, Gemm]]:
     M, N, K, b = p["M"], p["N"], p["K"], p["batch"]
-    out = [("forward", "", Gemm(M, N, K, b))]
+    lay = MATMUL_LAYOUTS
+    out = [("forward", "", Gemm(M, N, K, b, layout=lay["forward"]))]
     if training and p["grad_a"]:
-        out.append(("dgrad", "", Gemm(M, K, N, b)))
+        out.append(("dgrad", "", Gemm(M, K, N, b, layout=lay["dgrad"])))
     if training and p["grad_b"]:
-        out.append(("wgrad", "", Gemm(K, N, M, b)))
+        out.append(("wgrad", "", Gemm(K, N, M, b, layout=lay["wgrad"])))
     return out
 
 
@@ -336,15 +340,16 @@ def _rnn(p: dict, training: bool) -> list[tuple[str, str, Gemm]]:
         gH = g["input"][0]
         for d in range(p["directions"]):
             part = f"l{layer}" + (".reverse" if d else "")
-            out += [("forward", part + ".input", Gemm(*g["input"])),
-                    ("forward", part + ".recurrent", Gemm(*g["recurrent"], count=T))]
+            fw, dg, wg = (LINEAR_LAYOUTS[k] for k in ("forward", "dgrad", "wgrad"))  # W·x, as nn.Linear
+            out += [("forward", part + ".input", Gemm(*g["input"], layout=fw)),
+                    ("forward", part + ".recurrent", Gemm(*g["recurrent"], count=T, layout=fw))]
             if training:
                 if layer or p["input_grad"]:
-                    out.append(("dgrad", part + ".input", Gemm(x, B * T, gH)))
-                out.append(("dgrad", part + ".recurrent", Gemm(H, B, gH, count=T)))
+                    out.append(("dgrad", part + ".input", Gemm(x, B * T, gH, layout=dg)))
+                out.append(("dgrad", part + ".recurrent", Gemm(H, B, gH, count=T, layout=dg)))
                 if p.get("weight_grad", True):
-                    out += [("wgrad", part + ".input", Gemm(x, gH, B * T)),
-                            ("wgrad", part + ".recurrent", Gemm(H, gH, B * T))]
+                    out += [("wgrad", part + ".input", Gemm(x, gH, B * T, layout=wg)),
+                            ("wgrad", part + ".recurrent", Gemm(H, gH, B * T, layout=wg))]
     return out
 
 

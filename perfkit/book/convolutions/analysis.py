@@ -16,17 +16,17 @@ import numpy as np
 import pandas as pd
 
 from ..._validate import positive_int
+from ...conv_model import CONV_LAYOUTS, conv_tensors, implicit_gemm_s, narrow_channels
 from ...dtypes import canonical_dtype
 from ...gemm_model import explain_gemm
 from ...quantization import alignment
 from ...shapes import conv_gemms, conv_output_size
 from ...then_now import CONV_SHAPE, speedups
-from ...experiments.measure import predicted_s
 from ..reader import CONV_NAMES, readable
 
 __all__ = ["CHANNEL_COLUMNS", "DB_COLUMNS", "DB_MEANINGS", "DEEPBENCH_CONVS", "PHASES", "PREDICTED", "SHAPE_COLUMNS", "TIME_COLUMNS",
            "channel_effects", "channel_points", "conv_flops", "conv_gemm", "conv_shape", "db_shape", "model_row",
-           "param_points", "predicted_channels", "predicted_params",
+           "param_points", "pass_s", "predicted_channels", "predicted_params",
            "first_layer_effects", "for_reader", "furthest_off", "layout_effects", "layout_payback", "median_speedup",
            "model_agreement", "param_effects", "predicted_deepbench", "predicted_published", "share_within",
            "speedup_by_channels", "throughput_gain"]
@@ -60,7 +60,8 @@ SHAPE_COLUMNS = dict(N="batch (images)", C="input channels", H="input height, pi
 TIME_COLUMNS = dict(dtype="data type ('tf32': float32 tensors on TF32 Tensor Cores)",
                     time_s="median duration, seconds", iqr_s="inter-quartile range of the samples, seconds",
                     tflops="useful FLOPs 2·N·K·C·R·S·P·Q per pass / time_s, in 1e12 FLOP/s",
-                    predicted_s="perfkit.gemm_model: the implicit GEMM(s) of the row on the device measured, "
+                    predicted_s="perfkit.conv_model.implicit_gemm_s: the implicit GEMM(s) of the row on the device "
+                                "measured, their math by the GEMM model and the tensors' bytes once (not im2col), "
                                 "seconds")
 #: The columns of ``conv_channels``.
 CHANNEL_COLUMNS = dict(C="input channels (= K, the output channels)", aligned="C is a multiple of 16 bytes "
@@ -104,13 +105,27 @@ def db_shape(t, name: str = "shape") -> dict[str, Any]:
     return conv_shape(N, C, H, W, K, R, S, (sh, sw), (ph, pw))
 
 
+def pass_s(s: dict, phase: str, dtype: str, spec, math_dtype: str | None = None) -> float:
+    """Seconds of one pass of the convolution ``s`` as an implicit GEMM on ``spec``
+    (:func:`perfkit.conv_model.implicit_gemm_s`): the GEMM model's math for the pass's GEMM
+    (:func:`conv_gemm`, NVIDIA's sizes), its input, filters and output moved once, not the im2col matrix (an
+    implicit GEMM gathers its A operand from the input; only a first layer's narrow channels are gathered tap
+    by tap). NaN where the model has no peak for ``dtype`` (or ``math_dtype``, the P100's FP32 math)."""
+    M, N, K = conv_gemm(s, phase)
+    try:
+        e = explain_gemm(M, N, K, dtype, spec, math_dtype=math_dtype, layout=CONV_LAYOUTS[phase])
+    except LookupError:  # no peak known for this dtype on this device
+        return math.nan
+    return implicit_gemm_s(e, sum(conv_tensors(s, dtype).values()), narrow_channels(s["C"], dtype))
+
+
 def model_row(s: dict, which: str, dtype: str, spec, **extra: Any) -> dict[str, Any]:
     """A row of the model alone: ``extra``, the shape ``s``, the implicit GEMM of pass ``which`` (its forward
     GEMM for ``"forward+backward"``, whose model adds the wgrad GEMM), empty timing columns, and
     ``predicted_s`` on ``spec`` (NaN when ``spec`` is None or has no peak for ``dtype``)."""
     M, N, K = conv_gemm(s, which if which in PHASES else "forward")
     phases = (which,) if which in PHASES else ("forward", "wgrad")
-    model = sum(predicted_s(*conv_gemm(s, p), dtype, spec) for p in phases) if spec is not None else math.nan
+    model = sum(pass_s(s, p, dtype, spec) for p in phases) if spec is not None else math.nan
     return {**extra, **s, "gemm_M": M, "gemm_N": N, "gemm_K": K, "dtype": dtype, "time_s": math.nan,
             "iqr_s": math.nan, "tflops": math.nan, "predicted_s": model}
 
@@ -160,14 +175,8 @@ def predicted_published(frame: pd.DataFrame | None, spec) -> pd.DataFrame | None
         return None
     out = frame.copy()
     for col, (phase, _) in PREDICTED.items():
-        values = []
-        for _, r in frame.iterrows():
-            M, N, K = conv_gemm(db_shape(r[DB_COLUMNS]), phase)
-            try:
-                values.append(explain_gemm(M, N, K, r["dtype"], spec, math_dtype=r.get("math_dtype")).predicted_s)
-            except LookupError:
-                values.append(np.nan)
-        out[col] = values
+        out[col] = [pass_s(db_shape(r[DB_COLUMNS]), phase, r["dtype"], spec, r.get("math_dtype"))
+                    for _, r in frame.iterrows()]
     out["ratio"] = out["predicted_s"] / out["time_s"]
     out.attrs = dict(frame.attrs)
     return out
@@ -184,7 +193,7 @@ def predicted_deepbench(spec, shapes: Sequence[tuple[int, ...]] | None = None, d
     rows = []
     for t in shapes:
         s = db_shape(t, "shapes")
-        times = {measured: predicted_s(*conv_gemm(s, phase), dtype, spec) for phase, measured in PREDICTED.values()}
+        times = {measured: pass_s(s, phase, dtype, spec) for phase, measured in PREDICTED.values()}
         rows.append({**dict(zip(DB_COLUMNS, (int(v) for v in t))), "dtype": dtype, **times})
     return pd.DataFrame(rows, columns=[*DB_COLUMNS, "dtype", "time_s", "bwd_inputs_time_s", "bwd_params_time_s"])
 

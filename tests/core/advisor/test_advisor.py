@@ -498,11 +498,12 @@ def test_conv_rows_are_conv_gemms_and_the_first_conv_has_no_dgrad():
     a = advise(ConvNet(), torch.randn(8, 3, 64, 64))
     conv1 = a.layers[(a.layers["layer"] == "conv1") & (a.layers["op"] == "conv")]
     assert conv1["pass"].tolist() == ["forward", "wgrad"]
-    # NCHW on Tensor Cores: the input and output copied to NHWC and back, forward and backward
+    # NCHW on Tensor Cores: what each pass reads transposed to NHWC (the 3-channel input padded to 4 on the
+    # way), the filters, and what it writes transposed back: forward x, w, y; wgrad x, dy, dw
     copies = a.layers[(a.layers["layer"] == "conv1") & (a.layers["op"] == "conv.nchw_transpose")]
-    assert copies["pass"].tolist() == ["forward", "forward", "backward", "backward"]
-    assert copies["bytes"].tolist()[:2] == [pk.layer_bytes("elementwise", shape, "bfloat16")
-                                           for shape in ((8, 3, 64, 64), (8, 64, 32, 32))]
+    assert copies["pass"].tolist() == ["forward"] * 3 + ["wgrad"] * 3
+    x, w, y = 2 * 8 * 3 * 64 * 64, 2 * 64 * 3 * 7 * 7, 2 * 8 * 64 * 32 * 32
+    assert copies["bytes"].tolist() == [x + x * 4 // 3, 2 * w, 2 * y, x + x * 4 // 3, 2 * y, 2 * w]
     g1 = pk.conv_gemms(8, 3, 64, 64, 64, 7, 7, stride=2, padding=3)
     assert tuple(conv1.iloc[0][["M", "N", "K"]]) == g1["forward"]
     assert tuple(conv1.iloc[1][["M", "N", "K"]]) == g1["wgrad"]
@@ -910,7 +911,9 @@ def test_cli_advise_an_lstm(capsys, tmp_path):
     csv = tmp_path / "findings.csv"
     assert main(["advise", "perfkit.zoo:lstm_lm", "--input", "20x35:int64", "--spec", H100_SXM, "--csv", str(csv)]) == 0
     out = capsys.readouterr().out
-    assert "- rnn_sizes: 2 findings" in out and "e.g. lstm" in out and "batch 20 → 24" in out and H100_SXM in out
+    # which of the two fixes is the example depends on two priced savings within microseconds of each other
+    assert "- rnn_sizes: 2 findings" in out and "e.g. lstm" in out and H100_SXM in out
+    assert "batch 20 → 24" in out or "hidden 1000 → 1024" in out
     table = pd.read_csv(csv, keep_default_na=False)
     assert list(table.columns) == list(FINDING_COLUMNS)
     assert {"hidden 1000 → 1024", "batch 20 → 24"} <= set(table.loc[table["rule"] == "rnn_sizes", "fix"])

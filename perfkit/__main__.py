@@ -42,6 +42,7 @@ from .environment import environment
 from .published_data import HOW_TO_GET, PublishedDataMissing, published_root, published_sources
 from .published_data.fetch import main as fetch_main
 from .validation import validation_frames, validation_table, worst_predictions
+from .book.check_your_model.report import peer_table, print_report, validation_report
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -55,9 +56,13 @@ def _parser() -> argparse.ArgumentParser:
     pp = sub.add_parser("published", help="published third-party tables: list them, or fetch them from their sources",
                         add_help=False)
     pp.add_argument("rest", nargs=argparse.REMAINDER, metavar="{list,fetch} ...")
-    pv = sub.add_parser("validate", help="the GEMM model against every published and recorded GEMM in data/")
+    pv = sub.add_parser("validate", help="every prediction against every published table and recording in data/: "
+                                         "GEMMs, the op families, the real models' ops, steps and fixes, targets")
     pv.add_argument("--worst", type=int, default=0, metavar="N", help="also print the N worst predictions per source")
     pv.add_argument("--by", default=None, metavar="COLUMN", help="also split by this column, e.g. layout")
+    pv.add_argument("--data", metavar="DIR", default=None, help="recordings folder (default: data/)")
+    pv.add_argument("--gemm-only", action="store_true", help="only the GEMM model against the GEMM tables")
+    pv.add_argument("--no-models", action="store_true", help="skip the real models (advising them needs torch)")
     pr = sub.add_parser("record", help="run experiments and write their CSV + JSON recordings")
     pr.add_argument("experiments", nargs="*", metavar="EXPERIMENT", help="experiment names (default: all)")
     pr.add_argument("--out", metavar="DIR", default="data",
@@ -258,8 +263,17 @@ def _print_table(title: str, table, columns: list[str]) -> None:
     print("\n".join("  " + line for line in lines))
 
 
-def _validate(worst: int, by: str | None = None) -> int:
-    frames = validation_frames()
+def _validate(args: argparse.Namespace) -> int:
+    code = _validate_gemms(args.worst, args.by, args.data)
+    if code == 2 or args.gemm_only:
+        return code
+    reports = validation_report(args.data, models=not args.no_models)
+    print_report(reports, None if args.no_models else peer_table(reports))
+    return 1 if any(r.problems for r in reports) else code
+
+
+def _validate_gemms(worst: int, by: str | None = None, root: str | None = None) -> int:
+    frames = validation_frames(root)
     try:
         table = validation_table(frames, by=by)
     except ValueError as e:
@@ -332,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "published":
         return _published(args.rest)
     if args.command == "validate":
-        return _validate(args.worst, args.by)
+        return _validate(args)
     if args.command == "advise":
         return _advise(args)
     if args.command == "calibrate":

@@ -97,6 +97,10 @@ def _token_growth() -> float:
     return (1 * 8192) / (4 * 2048)
 
 
+def _flop_growth() -> float:
+    return (1 * 8192**2) / (4 * 2048**2)
+
+
 EXERCISES: list[Exercise] = [
     Exercise(
         id="advisor-1", chapter=CHAPTER,
@@ -149,5 +153,9 @@ EXERCISES: list[Exercise] = [
         mistakes=((_squared_growth, "(8192 / 2048)² is the growth of one sequence's attention, but 4 "
                                     "sequences became 1."),
                   (_token_growth, "the tokens per step are the same, but attention's work is not "
-                                  "proportional to them: it grows with each sequence's length."))),
+                                  "proportional to them: it grows with each sequence's length."),
+                  (_flop_growth, "4× is the growth of attention's FLOPs, not of its time: a causal mask "
+                                 "skips only whole 128 × 128 blocks of scores (the short sequences' diagonal "
+                                 "blocks are extra work), and both steps launch as many thread blocks, whose "
+                                 "fixed costs do not grow."))),
 ]

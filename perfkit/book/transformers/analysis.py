@@ -40,11 +40,12 @@ BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 def predicted_attention(spec: str | DeviceSpec, *, seqs: Sequence[int] = SEQS, head_dims: Sequence[int] = (128,),
-                        backends: Sequence[str] = ("math", "flash"), causal: Sequence[bool] = (False, True),
+                        backends: Sequence[str] = ATTENTION_BACKENDS, causal: Sequence[bool] = (False, True),
                         batch: int = 1, heads: int = 32, dtype: Any = "bfloat16") -> pd.DataFrame:
     """``attention_backends``' rows as the model predicts them on ``spec`` (nothing measured): the
-    math backend unfused (three kernels), every other backend as one fused kernel. Caption the
-    figure with :func:`perfkit.provenance.modelled`."""
+    math backend unfused (three kernels), every other backend as that fused SDPA kernel
+    (:func:`perfkit.predict_attention_time` with ``backend=``: each priced at its own measured rates,
+    head dimension padding and causal schedule). Caption the figure with :func:`perfkit.provenance.modelled`."""
     spec = resolve_spec(spec, none_ok=False)
     seqs_ = sequence_of("seqs", seqs, positive_int)
     dims = sequence_of("head_dims", head_dims, positive_int)
@@ -56,7 +57,9 @@ def predicted_attention(spec: str | DeviceSpec, *, seqs: Sequence[int] = SEQS, h
         for hd in dims:
             for mask in masks:
                 for s in seqs_:
-                    p = predict_attention_time(b, h, s, s, hd, spec=spec, dtype=d, fused=name != "math", causal=mask)
+                    fused = name != "math"
+                    p = predict_attention_time(b, h, s, s, hd, spec=spec, dtype=d, fused=fused, causal=mask,
+                                               backend=name if fused else None)
                     rows.append({"backend": name, "batch": b, "heads": h, "seq": s, "head_dim": hd, "causal": mask,
                                  "dtype": d, "flops": attention_flops(b, h, s, s, hd, causal=mask),
                                  "bytes_fused": attention_bytes(b, h, s, s, hd, d),

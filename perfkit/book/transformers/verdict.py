@@ -89,9 +89,10 @@ def alternatives(published: Mapping[str, pd.DataFrame | None] | None,
     m = model_effects(spec)
     return {
         "fusion": from_model(m["fusion"], spec, "seq 8192, 32 heads, d 128, bf16: three kernels ÷ one"),
-        "causal": from_model(m["causal"], spec, "fused, seq 8192: the causal mask's FLOPs"),
-        "head_dim": from_model(m["head_dim"], spec, "seq 4096: FLOPs and bytes both ∝ d; the model has no "
-                               "alignment term for a fused kernel"),
+        "causal": from_model(m["causal"], spec, "best fused backend, seq 8192: half the score blocks, "
+                             "unevenly spread over the SMs"),
+        "head_dim": from_model(m["head_dim"], spec, "best fused backend, seq 4096: d = 80 runs as the kernel "
+                               "built for the next head dimension up"),
         "decode_memory": from_model(m["decode_memory"], spec, "batch 1: the roofline at the achievable bandwidth "
                                     "(90 % of the datasheet's)"),
         "batching": from_model(m["batching"], spec, f"4 LLaMA-2-7B layers, context 2048: batch {BATCH} ÷ 1"),

@@ -153,7 +153,8 @@ def test_problem_3_is_where_the_lstms_small_batch_finding_stops():
 @pytest.mark.slow  # advises whole models: seconds
 def test_problem_4_attention_grows_and_the_linear_layers_do_not():
     growth = pk.book.problems.answer("advisor-4")
-    assert 3.5 < growth < 4.0  # four times the FLOPs, less than four times the fixed costs
+    # four times the FLOPs; 3.8 times the causal score blocks, and the same number of thread blocks' fixed costs
+    assert 3.0 < growth < 3.5
     full = {}
     for shape in ((4, 2048), (1, 8192)):  # the whole 32-layer model: the same factor
         layers = _advise(lambda: pk.zoo.llama(context=8192), shape, rules=[]).layers
@@ -162,7 +163,8 @@ def test_problem_4_attention_grows_and_the_linear_layers_do_not():
     assert math.isclose(full[(1, 8192)]["linear"], full[(4, 2048)]["linear"], rel_tol=1e-12)
     assert "4 sequences became 1" in pk.book.problems.check("advisor-4", 16).message
     assert "same" in pk.book.problems.check("advisor-4", 1).message
-    assert pk.book.problems.check("advisor-4", 4).status == "close"
+    assert "FLOPs, not of its time" in pk.book.problems.check("advisor-4", 4).message
+    assert pk.book.problems.check("advisor-4", round(growth * 1.05, 2)).status == "close"
 
 
 # ------------------------------------------------------------------------------ the chapter's tables

@@ -36,17 +36,22 @@ def test_predicted_attention_is_the_model_row_by_row():
     assert list(frame.columns) == list(tr.experiments.ATTENTION_COLUMNS)
     assert len(frame) == 3 * 2 * 2 and frame["time_s"].isna().all()
     row = frame.query("backend == 'flash' and seq == 4096 and causal").iloc[0]
-    want = pk.predict_attention_time(1, 32, 4096, 4096, 128, spec=H100, dtype="bfloat16", causal=True)
+    want = pk.predict_attention_time(1, 32, 4096, 4096, 128, spec=H100, dtype="bfloat16", causal=True,
+                                     backend="flash")
     assert row["predicted_s"] == want.time_s and row["flops"] == pk.attention_flops(1, 32, 4096, 4096, 128,
                                                                                    causal=True)
     assert row["bytes_unfused"] == pk.attention_bytes(1, 32, 4096, 4096, 128, "bfloat16", fused=False)
     math_rows = frame.query("backend == 'math'").pivot_table(index="seq", columns="causal", values="predicted_s")
     assert (math_rows[True] == math_rows[False]).all()  # the math path computes every score, then masks
     fused = frame.query("backend == 'flash'").pivot_table(index="seq", columns="causal", values="predicted_s")
-    assert (fused[True] <= fused[False]).all() and fused.loc[4096, True] < 0.6 * fused.loc[4096, False]
-    # every fused backend is the same model
-    assert (frame.query("backend == 'cudnn'")["predicted_s"].to_numpy()
-            == frame.query("backend == 'flash'")["predicted_s"].to_numpy()).all()
+    # the mask skips half the score blocks, but the SMs are unevenly loaded: more than half the time is left
+    assert (fused[True] <= fused[False]).all() and 0.5 < fused.loc[4096, True] / fused.loc[4096, False] < 0.65
+    assert fused.loc[512, True] == fused.loc[512, False]  # 4 query blocks per head: the longest one decides
+    # each fused backend is its own kernel: on Hopper cuDNN's is the fastest, then flash's
+    at = frame.query("seq == 4096 and not causal").set_index("backend")["predicted_s"]
+    assert at["cudnn"] < 0.6 * at["flash"]
+    assert at["cudnn"] == pk.predict_attention_time(1, 32, 4096, 4096, 128, spec=H100, dtype="bfloat16",
+                                                    backend="cudnn").time_s
 
 
 def test_predicted_decode_counts_the_stack_it_names():
@@ -134,7 +139,9 @@ def test_fusion_and_causal_effects_read_the_longest_sequence_and_the_best_fused_
 def test_head_dim_gain_compares_flop_rates():
     frame = _measured(analysis.predicted_attention(H100, seqs=(4096,), head_dims=(64, 80, 128), causal=(False,)))
     model_gain = analysis.head_dim_gain(frame)
-    assert model_gain == pytest.approx(1.0, abs=0.02)  # the model: FLOPs and bytes both ∝ d
+    # the best fused backend (cuDNN on Hopper) runs d = 80 as its d = 128 kernel: same time, 80/128 of the FLOPs
+    assert analysis.best_fused(frame.query("head_dim == 80"))["backend"].tolist() == ["cudnn"]
+    assert model_gain == pytest.approx(128 / 80)
     slow = frame.copy()
     slow.loc[slow["head_dim"] == 80, "time_s"] *= 1.5  # d = 80 padded: 1.5× its FLOPs' time
     assert analysis.head_dim_gain(slow) == pytest.approx(1.5 * model_gain)
@@ -182,7 +189,7 @@ def test_verdicts_rest_on_gpu_frames_and_ignore_a_cpu_run():
 def test_the_model_predicts_each_rule():
     m = verdict.model_effects(H100)
     assert set(m) == set(verdict.RULES) and all(v is not None for v in m.values())
-    assert 4 < m["fusion"] < 9 and 1.9 < m["causal"] < 2.1 and m["head_dim"] == pytest.approx(1.0, abs=0.02)
+    assert 4 < m["fusion"] < 9 and 1.8 < m["causal"] < 1.9 and m["head_dim"] == pytest.approx(1.6)
     assert m["decode_memory"] == pytest.approx(0.9) and 4 < m["batching"] < 16 and m["gqa"] > 2.5
     alt = verdict.alternatives({})
     assert list(alt) == list(verdict.RULES) and {e.kind for e in alt.values()} == {"model"}

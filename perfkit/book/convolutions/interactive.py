@@ -6,8 +6,9 @@
 - :func:`deepbench_figure`: a menu over DeepBench's training convolutions; for each pass the
   published V100 time, the GEMM model's time on a V100 and on a current GPU, and our measurement.
 
-Every number is computed here by :func:`perfkit.explain_gemm` on :func:`perfkit.conv_gemms`; the
-page only switches between the states. Times are seconds, throughput TFLOP/s.
+Every time is computed here by :func:`perfkit.book.convolutions.analysis.pass_s` (the GEMM model's
+:func:`perfkit.explain_gemm` of each pass's GEMM, :func:`perfkit.conv_gemms`, with the convolution's tensors
+read once: :func:`perfkit.conv_model.implicit_gemm_s`); the page only switches between the states. Times are seconds, throughput TFLOP/s.
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ from ...shapes import conv_gemms
 from ...units import format_time
 from ..frames import spec_of
 from ..interactive import InteractiveFigure, State, heading, rounded, with_menu, with_slider
-from .analysis import DB_COLUMNS, PHASES, channel_points, conv_flops, conv_shape, db_shape
+from ...conv_model import CONV_LAYOUTS
+from .analysis import DB_COLUMNS, PHASES, channel_points, conv_flops, conv_shape, db_shape, pass_s
 from .experiments import DEEPBENCH_CONVS
 
 __all__ = ["FIGURES", "MENU_ENTRY_PX", "RESNET_3X3", "channel_states", "channels_figure", "deepbench_figure",
-           "deepbench_layers", "menu_height", "pass_predictions"]
+           "deepbench_layers", "menu_height", "pass_predictions", "pass_times"]
 
 #: The layer of the chapter's §2 (and of ``conv_channels`` on a GPU): a 3×3, stride-1 convolution with
 #: padding 1 on 56×56 images at batch 32 (ResNet-50's conv2_x); C = K is what the slider moves.
@@ -85,12 +87,22 @@ def _model_spec(spec: Any, frame: pd.DataFrame | None, param: str) -> tuple[Devi
 def pass_predictions(channels: int, spec: Any = "H100-SXM", dtype: str = "float16", *, batch: int = 32,
                      size: int = 56, filter: int = 3) -> dict[str, GemmPrediction]:
     """The GEMM model's view of each pass of a ``filter``×``filter`` convolution with C = K = ``channels`` on
-    ``size``² images at ``batch`` (stride 1, 'same' padding): pass → :func:`perfkit.explain_gemm`."""
+    ``size``² images at ``batch`` (stride 1, 'same' padding): pass → :func:`perfkit.explain_gemm` (its tiles,
+    waves and bound; the pass's time is :func:`pass_times`')."""
     C, spec = positive_int("channels", channels), _spec(spec)
     f = positive_int("filter", filter)
     s = conv_shape(positive_int("batch", batch), C, positive_int("size", size), size, C, f, f, 1, f // 2)
     gemms = conv_gemms(s["N"], C, s["H"], s["W"], C, f, f, 1, f // 2)
-    return {p: explain_gemm(*gemms[p], canonical_dtype(dtype), spec) for p in PHASES}
+    return {p: explain_gemm(*gemms[p], canonical_dtype(dtype), spec, layout=CONV_LAYOUTS[p]) for p in PHASES}
+
+
+def pass_times(channels: int, spec: Any = "H100-SXM", dtype: str = "float16", *, batch: int = 32,
+               size: int = 56, filter: int = 3) -> dict[str, float]:
+    """Seconds of each pass of the layer of :func:`pass_predictions` as an implicit GEMM
+    (:func:`perfkit.book.convolutions.analysis.pass_s`: the GEMM's math, the tensors read once)."""
+    C, spec, f = positive_int("channels", channels), _spec(spec), positive_int("filter", filter)
+    s = conv_shape(positive_int("batch", batch), C, positive_int("size", size), size, C, f, f, 1, f // 2)
+    return {p: pass_s(s, p, canonical_dtype(dtype), spec) for p in PHASES}
 
 
 def _tflop_s(channels: int, t: float, batch: int, size: int, f: int) -> float:
@@ -167,7 +179,8 @@ def channels_figure(frame: pd.DataFrame | None = None, *, spec: Any = None, dtyp
     if len(cs) < 2:
         raise ValueError(f"channels must hold at least two channel counts, got {list(cs)}")
     model = {c: pass_predictions(c, spec, dtype, batch=batch, size=size, filter=f) for c in cs}
-    tflop_s = {p: rounded([_tflop_s(c, model[c][p].predicted_s, batch, size, f) for c in cs]) for p in PHASES}
+    secs = {c: pass_times(c, spec, dtype, batch=batch, size=size, filter=f) for c in cs}
+    tflop_s = {p: rounded([_tflop_s(c, secs[c][p], batch, size, f) for c in cs]) for p in PHASES}
     measured = _measured_channels(frame, dtype, batch, size, f)
     has_data = len(measured) > 0
     mx = [int(c) for c in measured.index]
@@ -188,9 +201,9 @@ def channels_figure(frame: pd.DataFrame | None = None, *, spec: Any = None, dtyp
     states = []
     for k, c in enumerate(cs):
         pred = model[c]
-        times = [pred[p].predicted_s for p in PHASES]
+        times = [secs[c][p] for p in PHASES]
         t_meas = float(measured.loc[c, "time_s"]) if c in measured.index else None
-        hover = [f"{p}: GEMM {pred[p].M}×{pred[p].N}×{pred[p].K}, {format_time(pred[p].predicted_s)}, "
+        hover = [f"{p}: GEMM {pred[p].M}×{pred[p].N}×{pred[p].K}, {format_time(secs[c][p])}, "
                  f"{tflop_s[p][k]:.0f} TFLOP/s; {pred[p].tiles} tiles of {pred[p].tile[0]}×{pred[p].tile[1]} "
                  f"in {pred[p].waves} waves, {pred[p].bound}-bound" for p in PHASES]
         fwd = pred["forward"]
@@ -226,7 +239,8 @@ def channels_figure(frame: pd.DataFrame | None = None, *, spec: Any = None, dtyp
            f"against the channel count C = K of a {f}×{f} layer ({size}² images, batch {batch}, {dtype}); "
            "forward and dgrad coincide when C = K" + ("; crosses: measured forward" if has_data else "")
            + ". Right: each pass's predicted time and GEMM shape. The slider sets C: throughput climbs with C "
-           "and drops where one more channel needs a new column of tiles, as from 256 to 257.")
+           "and drops where one more channel needs a new column of tiles, as from 256 to 257, and where the "
+           "channels stop filling whole 16-byte vectors, as from 64 to 63.")
     return InteractiveFigure(fig, alt=alt, name="conv-channels-gemms")
 
 
@@ -294,7 +308,7 @@ def deepbench_figure(published: pd.DataFrame | None = None, ours: pd.DataFrame |
         sources["_published"] = source_of(published)
     for spec, colour in ((old, "#9ecae1"), (new, "#a1d99b")):
         bars.append((f"GEMM model, {spec.name}", colour,
-                     lambda t, s, spec=spec: [explain_gemm(*_gemm(s, p), dtype, spec).predicted_s for p in PHASES]))
+                     lambda t, s, spec=spec: [pass_s(s, p, dtype, spec) for p in PHASES]))
         sources[f"_{spec.name}"] = modelled(spec)
     if ours is not None:
         now_t = _db_times(ours, dtype)
@@ -337,11 +351,6 @@ def _row_times(times: dict[tuple, dict[str, float]], t: tuple) -> list[float]:
     """The three pass times of shape ``t`` in ``times`` (from :func:`_db_times`), NaN where missing."""
     row = times.get(tuple(int(v) for v in t), {})
     return [float(row.get(col, math.nan)) for col in _DB_PASSES]
-
-
-def _gemm(s: dict, phase: str) -> tuple[int, int, int]:
-    """The implicit GEMM of ``phase`` of the convolution ``s`` (a :func:`db_shape`)."""
-    return conv_gemms(s["N"], s["C"], s["H"], s["W"], s["K"], s["R"], s["S"], s["stride"], s["padding"])[phase]
 
 
 def _v100_published() -> pd.DataFrame | None:

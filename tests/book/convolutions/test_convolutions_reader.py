@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import perfkit as pk
-from perfkit.book.convolutions.analysis import DB_COLUMNS, conv_flops, conv_shape
+from perfkit.book.convolutions.analysis import DB_COLUMNS, conv_flops, conv_shape, pass_s
 from perfkit.book.convolutions import interactive as ic
 from perfkit.book.interactive import MAX_HTML_BYTES, html_bytes
 from perfkit.book.convolutions import verdict as vc
@@ -58,7 +58,8 @@ def test_channels_figure_states_are_the_gemm_model_per_pass():
     for c in (64, 129, 256, 257):
         k = cs.index(c)
         gemms = pk.conv_gemms(32, c, 56, 56, c, 3, 3, 1, 1)
-        expected = [pk.explain_gemm(*gemms[p], "float16", H100).predicted_s for p in ("forward", "dgrad", "wgrad")]
+        s = conv_shape(32, c, 56, 56, c, 3, 3, 1, 1)
+        expected = [pass_s(s, p, "float16", H100) for p in ("forward", "dgrad", "wgrad")]
         np.testing.assert_allclose(_step_y(fig, k, 4), expected, rtol=1e-4)  # the bars
         flops = conv_flops(conv_shape(32, c, 56, 56, c, 3, 3, 1, 1))
         np.testing.assert_allclose(_step_y(fig, k, 0)[k], flops / expected[0] / 1e12, rtol=1e-4)  # the curve
@@ -67,7 +68,7 @@ def test_channels_figure_states_are_the_gemm_model_per_pass():
     t256, t257 = (_step_y(fig, cs.index(c), 4)[0] for c in (256, 257))
     assert t257 / t256 > 1.2  # a new column of tiles: the tile-edge step
     t63, t64 = (_step_y(fig, cs.index(c), 4)[0] for c in (63, 64))
-    assert abs(t64 / t63 - 1) < 0.1  # no step where only alignment changes
+    assert t63 / t64 > 1.5  # 63 half-precision channels are not whole 16-byte vectors: the alignment step
     assert fig.layout.sliders[0].active == cs.index(256)
 
 
@@ -136,12 +137,12 @@ def test_deepbench_figure_sets_published_times_beside_the_model():
         s = pk.book.convolutions.experiments.db_shape(t)
         gemms = pk.conv_gemms(s["N"], s["C"], s["H"], s["W"], s["K"], s["R"], s["S"], s["stride"], s["padding"])
         for trace, spec in ((1, V100), (2, H100)):
-            expected = [pk.explain_gemm(*gemms[p], "float16", spec).predicted_s for p in ("forward", "dgrad", "wgrad")]
+            expected = [pass_s(s, p, "float16", spec) for p in ("forward", "dgrad", "wgrad")]
             np.testing.assert_allclose(args[0]["y"][trace], expected, rtol=1e-4)
         ratio = rows["time_s"].min() / args[0]["y"][1][0]
         assert f"forward {ratio:.2f}×" in args[1]["xaxis.title.text"]
     first, later = (fig.layout.updatemenus[0].buttons[k].args[0]["y"] for k in (0, 9))
-    assert first[0][0] / first[1][0] > 5 and 0.5 < later[0][0] / later[1][0] < 2  # a first layer is far off
+    assert first[0][0] / first[1][0] > 3 and 0.5 < later[0][0] / later[1][0] < 2  # a first layer is far off
     assert "published by Baidu DeepBench" in _title(figure)
 
 

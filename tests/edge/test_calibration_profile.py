@@ -13,7 +13,7 @@ import pytest
 from perfkit.calibration import profile as pf
 from perfkit.calibration.profile import (FORMAT, VERSION, DeviceProfile, cache_dir, identity_of, load_profile,
                                          profile_path, save_profile, spec_dict)
-from perfkit.ceilings import KERNEL_LATENCY_S, Ceilings
+from perfkit.ceilings import GEMM_FLOOR_S, Ceilings
 from perfkit.devices import DeviceSpec, device_spec
 from perfkit.gemm_model import explain_gemm, predict_gemm_time
 from testkit import H100, H100_NAME
@@ -162,9 +162,10 @@ def test_spec_carries_the_measured_ceilings_and_the_models_use_them():
         predict_gemm_time(8192, 8192, 8192, "float16", H100), rel=0.02)
     # A tiny GEMM is latency-bound: its prediction follows the measured fixed cost of a GEMM.
     tiny_cal, tiny_default = (explain_gemm(64, 64, 64, "bfloat16", s) for s in (spec, H100))
-    assert tiny_cal.launch_overhead_s == GEMM_S and tiny_default.launch_overhead_s == KERNEL_LATENCY_S
+    # the datasheet H100 pays Hopper's flushed-L2 GEMM floor (perfkit.ceilings.GEMM_FLOOR_S)
+    assert tiny_cal.launch_overhead_s == GEMM_S and tiny_default.launch_overhead_s == GEMM_FLOOR_S["hopper"]
     assert tiny_cal.bound == "latency"
-    assert tiny_cal.predicted_s - tiny_default.predicted_s == pytest.approx(GEMM_S - KERNEL_LATENCY_S, abs=1e-7)
+    assert tiny_cal.predicted_s - tiny_default.predicted_s == pytest.approx(GEMM_S - GEMM_FLOOR_S["hopper"], abs=1e-7)
 
 
 def test_datasheet_peaks_are_never_raised():

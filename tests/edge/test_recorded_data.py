@@ -79,7 +79,7 @@ def test_the_model_against_our_recordings():
         pytest.skip("no GEMM experiment recorded")
     assert set(table.columns) == set(gemm_recorded.RECORDED_ERROR_COLUMNS)
     assert set(table["half"]) <= {"fit", "not fitted"}
-    assert set(table.loc[table["half"] == "fit", "experiment"]) <= {"gemm_alignment"}
+    assert set(table.loc[table["half"] == "fit", "experiment"]) <= set(pk.validation.RECORDED_FITS)
     free = table[table["half"] == "not fitted"]
     assert summary["n"] == free["n"].sum()
     assert 0 < summary["median_abs"] <= summary["p90_abs"]

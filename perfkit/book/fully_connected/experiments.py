@@ -17,6 +17,7 @@ import pandas as pd
 
 from ..._validate import dtype_name, one_of, positive_int, sequence_of
 from ...dtypes import canonical_dtype, itemsize, torch_dtype
+from ...gemm_alignment import LINEAR_LAYOUTS
 from ...gemm_model import explain_gemm
 from ...matmul import matmul_fn, seeded_on
 from ...placement import ensure_fits, resolve_device, timer
@@ -58,11 +59,12 @@ def _ints(name, values):
     return sequence_of(name, values, positive_int)
 
 
-def _predicted(M, N, K, dtype, spec):
+def _predicted(M, N, K, dtype, spec, layout="NN"):
+    """The model's GemmPrediction for the GEMM stored in ``layout`` (perfkit.gemm_alignment), or None."""
     if spec is None:
         return None
     try:
-        return explain_gemm(M, N, K, dtype, spec)
+        return explain_gemm(M, N, K, dtype, spec, layout=layout)
     except LookupError:  # no peak or bandwidth known for this dtype on this device
         return None
 
@@ -114,7 +116,7 @@ def fc_passes(*, in_features=None, out_features=None, batches=None, dtype="float
         lay = PASS_LAYOUTS[phase]
         fn = _linear_fns(B, I, O, d, device)[phase] if impl == "autograd" else matmul_fn(M, N, K, d, device, lay)
         m = timer(fn, device=device, label=f"{phase} {impl} {M}×{N}×{K} {d}")
-        pred = _predicted(M, N, K, d, spec)
+        pred = _predicted(M, N, K, d, spec, LINEAR_LAYOUTS[phase] if impl == "autograd" else lay)
         return gemm_row(M, N, K, d, m, phase=phase, impl=impl, batch=B, in_features=I, out_features=O,
                         layout=lay, intensity=arithmetic_intensity(M, N, K, d),
                         predicted_s=pred.predicted_s if pred else np.nan)
@@ -151,7 +153,7 @@ def fc_batch(*, in_features=None, out_features=None, batches=None, dtype="float1
 
     def measure(B):
         m = timer(matmul_fn(O, B, I, d, device, "NT"), device=device, label=f"fc forward {I}→{O} batch {B} {d}")
-        pred = _predicted(O, B, I, d, spec)
+        pred = _predicted(O, B, I, d, spec, "NT")  # matmul_fn "NT": C is O×B, its leading dim the batch
         return gemm_row(O, B, I, d, m, layout="NT", batch=B, in_features=I, out_features=O,
                         gbps=m.gbps(gemm_bytes(O, B, I, d)), intensity=arithmetic_intensity(O, B, I, d),
                         predicted_s=pred.predicted_s if pred else np.nan,
@@ -216,7 +218,7 @@ def fc_features(*, sweeps=("in", "out", "batch"), center=None, span=None, fixed=
     def measure(p):
         s, n, B, I, O = p
         m = timer(matmul_fn(O, B, I, d, device, "NT"), device=device, label=f"fc {s}={n} {I}→{O} batch {B}")
-        pred = _predicted(O, B, I, d, spec)
+        pred = _predicted(O, B, I, d, spec, "NT")  # matmul_fn "NT": C is O×B, its leading dim the batch
         return gemm_row(O, B, I, d, m, sweep=s, swept=n, divisible_by=_divisible_by(n), batch=B, in_features=I,
                         out_features=O, predicted_s=pred.predicted_s if pred else np.nan)
 
@@ -284,7 +286,7 @@ def _vocab_row(phase, impl, m, V, I, T, d, spec, t=None):
     """One ``vocab_padding`` row: measured when ``t`` (a Measurement) is given, else the model alone."""
     width = pad_to_multiple(V, m)
     gemms = linear_gemms(T, I, width)
-    preds = [_predicted(*gemms[u], d, spec) for u in (["forward"] if phase == "forward" else gemms)]
+    preds = [_predicted(*gemms[u], d, spec, LINEAR_LAYOUTS[u]) for u in (["forward"] if phase == "forward" else gemms)]
     predicted = sum(p.predicted_s for p in preds) if all(preds) else np.nan
     if all(preds) and impl.endswith("sliced") and phase != "forward" and width > V:
         predicted += itemsize(d) * T * (width + 2 * V) / preds[0].bandwidth_ceiling  # zeros, then dY copied in

@@ -16,6 +16,9 @@ H100 = "H100-SXM"
 TILE = (256, 128)
 #: Problems 1 and 4: NVIDIA's wave example moved to the H100 (12 rows of 256×128 tiles).
 WAVE_M, WAVE_K = 3072, 4096
+#: Problem 4's layout: nn.Linear's forward (perfkit.gemm_alignment.LINEAR_LAYOUTS), where N (the tokens)
+#: is no operand's leading dimension, so one column more changes the waves and not the alignment.
+WAVE_LAYOUT = "NTT"
 #: Problem 3: K before and after padding, in a 4096×4096 output.
 PAD_M, PAD_N, PAD_K = 4096, 4096, 4095
 #: Problem 5: Baidu's minibatch study, M = K = 2560.
@@ -51,8 +54,8 @@ def _padding_removes() -> str:
 def _step_ratio() -> float:
     spec = device_spec(H100)
     n = _first_two_wave_n(spec.sms)
-    return (predict_gemm_time(WAVE_M, n, WAVE_K, "float16", spec, TILE)
-            / predict_gemm_time(WAVE_M, n - 1, WAVE_K, "float16", spec, TILE))
+    return (predict_gemm_time(WAVE_M, n, WAVE_K, "float16", spec, TILE, layout=WAVE_LAYOUT)
+            / predict_gemm_time(WAVE_M, n - 1, WAVE_K, "float16", spec, TILE, layout=WAVE_LAYOUT))
 
 
 def _roofline_ratio() -> float:
@@ -109,11 +112,13 @@ EXERCISES: list[Exercise] = [
                    "both shapes have an intensity near 1,365 FLOP/B, far above the H100's ridge: math-bound."))),
     Exercise(
         "gemm-4", CHAPTER,
-        "With forced 256×128 tiles on an H100 SXM (M = 3072, K = 4096, FP16), how many times longer does "
-        "perfkit's model predict the GEMM of Problem 1's N takes than the one with a column less?",
+        "With forced 256×128 tiles on an H100 SXM (M = 3072, K = 4096, FP16, stored as nn.Linear's forward "
+        "stores them: layout 'NTT', N the tokens), how many times longer does perfkit's model predict the "
+        "GEMM of Problem 1's N takes than the one with a column less?",
         _step_ratio, rel_tol=0.02, close_tol=0.15, fmt="{:.2f}×",
-        hint="pk.predict_gemm_time(3072, N, 4096, 'float16', spec, tile=(256, 128)) for both N; the "
-             "figure's slider shows the same step.",
+        hint="pk.predict_gemm_time(3072, N, 4096, 'float16', spec, tile=(256, 128), layout='NTT') for both "
+             "N (in 'NN' an odd N is also an unaligned leading dimension); the figure's slider shows the "
+             "same wave step.",
         mistakes=((lambda: (_first_two_wave_n(device_spec(H100).sms)
                             / (_first_two_wave_n(device_spec(H100).sms) - 1)),
                    "that is the ratio of the work; the 12 extra tiles run in a second wave that costs as "

@@ -24,6 +24,7 @@ bytes/s (GB/s in ``gbps``).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Any, Sequence
 
@@ -243,11 +244,12 @@ def fit_tf32(frame: pd.DataFrame, spec: DeviceSpec | None = None, *,
     if rows is None or not len(rows):
         raise ValueError("fit_tf32 needs XLA's TF32 rows (pk.published('xla_h100_gemm'))")
     spec = resolve_spec(spec, default=FrameMeta.of(rows).device or "H100-SXM")  # XLA measured an H100
-    base, fit = default_ceilings(spec), fit_half(rows)
+    # XLA timed warm (CUPTI): no flushed-L2 floor, as with_predictions treats published frames
+    base, fit = dataclasses.replace(default_ceilings(spec), gemm_floor_s=None), fit_half(rows)
     grid = []
     for fraction, extra in itertools.product(fractions, extra_latencies_s):
-        c = Ceilings({**base.flop_s, "tf32": fraction * spec.peak_flop_s("tf32")}, base.bandwidth, base.source,
-                     base.unaligned_slowdown, {**base.extra_latency_s, "tf32": extra})
+        c = dataclasses.replace(base, flop_s={**base.flop_s, "tf32": fraction * spec.peak_flop_s("tf32")},
+                                extra_latency_s={**base.extra_latency_s, "tf32": extra})
         p = with_predictions(rows, spec, model=model, ceilings=c)
         e = (p["predicted_s"] / p["time_s"] - 1).abs()
         row = {"fraction": float(fraction), "extra_latency_s": float(extra),

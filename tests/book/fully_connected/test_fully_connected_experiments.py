@@ -226,9 +226,11 @@ def test_predicted_vocab_prices_the_slice_of_a_padded_backward():
     assert list(frame.columns) == list(REGISTRY["vocab_padding"].columns) and frame["time_s"].isna().all()
     saved = fc.vocab_savings(frame).set_index(["phase", "impl", "multiple"])["predicted_saving"]
     fwd, both = saved["forward"], saved["forward+backward"]
-    # the model prices the GEMMs (alignment costs nothing in it) and the sliced backward's copies
+    # the model prices the unaligned vocabulary (an odd leading dimension: ~5x, measured 6.1x on the H200)
+    # and the sliced backward's copies, which give part of the saving back
     assert fwd[("padded_linear, sliced", 8)] == pytest.approx(fwd[("padded_linear, kept", 8)])
-    assert both[("padded_linear, sliced", 8)] < 0.9 < both[("padded_linear, kept", 8)]
+    assert 4 < fwd[("linear", 8)] < 7
+    assert 1.5 < both[("padded_linear, sliced", 8)] < both[("padded_linear, kept", 8)]
     fig = book.fully_connected.plot_vocab_padding(frame, modelled(h100))
     assert "model of H100-SXM" in _heading(fig) and "model only" in _heading(fig)
 

@@ -190,8 +190,9 @@ def test_xlas_h100_table_with_the_model():
 
 @needs_xla
 def test_the_committed_tf32_constants_are_the_fit_half_optimum():
-    best, _ = gp.fit_tf32(pk.published("xla_h100_gemm"), fractions=(0.6, 0.625, 0.65),
-                          extra_latencies_s=(2.5e-6, 3e-6, 3.5e-6))
+    f, x = TF32_FIT["fraction"], TF32_FIT["extra_latency_s"]  # the committed pair and its grid neighbours
+    best, _ = gp.fit_tf32(pk.published("xla_h100_gemm"), fractions=tuple(round(f + d, 3) for d in (-0.025, 0, 0.025)),
+                          extra_latencies_s=tuple(round(x + d, 9) for d in (-0.5e-6, 0, 0.5e-6)))
     assert best["fraction"] == pytest.approx(TF32_FIT["fraction"])
     assert best["extra_latency_s"] == pytest.approx(TF32_FIT["extra_latency_s"])
 

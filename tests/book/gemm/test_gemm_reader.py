@@ -191,7 +191,7 @@ def test_the_chapters_exercises_and_their_answers():
     assert exercises.answer("gemm-1") == 1409
     assert exercises.answer("gemm-2") == pk.math_bound_batch(4096, 4096, H100) == 346
     assert exercises.answer("gemm-3") == "alignment"
-    assert exercises.answer("gemm-4") == pytest.approx(1.90, abs=0.01)
+    assert exercises.answer("gemm-4") == pytest.approx(1.87, abs=0.01)  # layout "NTT": N is never a leading dim
     assert exercises.answer("gemm-5") == pytest.approx(1.086, abs=0.001)
     text = CHAPTER.read_text()
     for ex_id in ids:
@@ -226,7 +226,7 @@ def test_every_listed_mistake_is_recognised(ex_id):
     ("gemm-3", "padding", "wrong", "not one of the choices"),
     ("gemm-4", 1.0007, "wrong", "ratio of the work"),
     ("gemm-4", 2.0, "close", "too high"),
-    ("gemm-4", 1.89, "right", ""),
+    ("gemm-4", 1.88, "right", ""),
     ("gemm-5", 8, "wrong", "memory-bound"),
     ("gemm-5", 1.1, "close", "too high"),
     ("gemm-5", 2.0, "wrong", "off by more"),

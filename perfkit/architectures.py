@@ -9,9 +9,9 @@ or from the driver's name (``"NVIDIA H100 80GB HBM3"``). Families are ordered by
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Mapping
 
-__all__ = ["FAMILIES", "family", "nearest_family"]
+__all__ = ["FAMILIES", "evidence_of", "family", "nearest_family"]
 
 #: NVIDIA generations, oldest first; "cpu" and "unknown" stand outside the order.
 FAMILIES: tuple[str, ...] = ("pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
@@ -58,3 +58,14 @@ def nearest_family(fam: str, known: Any) -> str | None:
         return ranked[-1]
     i = FAMILIES.index(fam)
     return min(ranked, key=lambda f: (abs(FAMILIES.index(f) - i), -FAMILIES.index(f)))
+
+
+def evidence_of(spec: Any, table: Mapping[str, Any]) -> tuple[Any, str]:
+    """``(entry, label)``: ``table``'s entry (family → constants with a ``source``) for ``spec``'s family, or
+    the nearest family's (the newest when ``spec``'s family is unknown), its label then saying it is assumed."""
+    fam = family(spec)
+    if fam in table:
+        return table[fam], table[fam].source
+    near = nearest_family(fam, table) or next(reversed(list(table)))
+    entry = table[near]
+    return entry, f"assumed from {near} ({entry.source}); no {fam} GPU measured yet"

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from .architectures import family, nearest_family
+from .architectures import evidence_of
 from .dtypes import itemsize, output_itemsize
 from .quantization import alignment
 
@@ -76,12 +76,7 @@ CONV_EVIDENCE: dict[str, ConvEvidence] = {
 
 def conv_evidence(spec: Any) -> tuple[ConvEvidence, str]:
     """``(evidence, label)`` for ``spec``'s family, or the nearest family's, labelled as assumed."""
-    fam = family(spec)
-    if fam in CONV_EVIDENCE:
-        return CONV_EVIDENCE[fam], CONV_EVIDENCE[fam].source
-    near = nearest_family(fam, CONV_EVIDENCE) or "hopper"
-    ev = CONV_EVIDENCE[near]
-    return ev, f"assumed from {near} ({ev.source}); no {fam} GPU measured yet"
+    return evidence_of(spec, CONV_EVIDENCE)
 
 
 def kernel_channels(C: int, dtype: Any) -> int:

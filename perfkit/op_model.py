@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .architectures import family, nearest_family
+from .architectures import evidence_of
 from .ceilings import Ceilings, kernel_latency_s, resolve_ceilings
 from .devices import DeviceSpec
 from .dtypes import canonical_dtype, itemsize
@@ -89,12 +89,7 @@ OP_EVIDENCE: dict[str, OpEvidence] = {
 
 def evidence_for(spec: DeviceSpec) -> tuple[OpEvidence, str]:
     """``(evidence, label)`` for ``spec``: its family's constants, or the nearest family's (label says so)."""
-    fam = family(spec)
-    if fam in OP_EVIDENCE:
-        return OP_EVIDENCE[fam], OP_EVIDENCE[fam].source
-    near = nearest_family(fam, OP_EVIDENCE) or "hopper"
-    ev = OP_EVIDENCE[near]
-    return ev, f"assumed from {near} ({ev.source}); no {fam} GPU measured yet"
+    return evidence_of(spec, OP_EVIDENCE)
 
 
 def _floor_s(cl: Ceilings, ev: OpEvidence) -> float:

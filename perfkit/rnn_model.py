@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from .architectures import family, nearest_family
+from .architectures import evidence_of, family
 from .dtypes import canonical_dtype, itemsize
 from .shapes import RNN_GATES
 
@@ -65,12 +65,7 @@ RNN_EVIDENCE: dict[str, RnnEvidence] = {
 
 def rnn_evidence(spec: Any) -> tuple[RnnEvidence, str]:
     """``(evidence, label)`` for ``spec``'s family, or the nearest family's, labelled as assumed."""
-    fam = family(spec)
-    if fam in RNN_EVIDENCE:
-        return RNN_EVIDENCE[fam], RNN_EVIDENCE[fam].source
-    near = nearest_family(fam, RNN_EVIDENCE) or "hopper"
-    ev = RNN_EVIDENCE[near]
-    return ev, f"assumed from {near} ({ev.source}); no {fam} GPU measured yet"
+    return evidence_of(spec, RNN_EVIDENCE)
 
 
 def _persist_device(cell: str, hidden: int, batch: int, seq_len: int, spec: Any) -> bool:

@@ -184,8 +184,8 @@ def table(frame: pd.DataFrame | None, source: Any = None, *, instead: str = "",
           seconds: Mapping[str, str] | None = None) -> Table | Note:
     """``frame`` as a :class:`Table`: an HTML table without index in a notebook, aligned text elsewhere.
 
-    Like a figure function, given no data (``frame`` None or empty) it returns a :class:`Note`
-    saying why: ``source`` (the :class:`~perfkit.provenance.Source` that :func:`perfkit.run_or_load`
+    Its ``caption`` (one line above it) defaults to what it rests on: ``source``. Like a figure function, given no data (``frame``
+    None or empty) it returns a :class:`Note` saying why: ``source`` (the :class:`~perfkit.provenance.Source` that :func:`perfkit.run_or_load`
     returned, or a string) is the reason, ``instead`` what the reader sees in its place.
     """
     if frame is None or (isinstance(frame, pd.DataFrame) and not len(frame)):
@@ -193,7 +193,16 @@ def table(frame: pd.DataFrame | None, source: Any = None, *, instead: str = "",
             raise TypeError(f"instead must be a string, got {type(instead).__name__}")
         reason = str(source or "") or ("no data (the frame is None)" if frame is None else "the frame has no rows")
         return empty_note(reason, recording=getattr(source, "kind", None) == "missing").with_instead(instead)
-    return Table(frame, formats=formats, precision=precision, caption=caption, seconds=seconds)
+    if not isinstance(caption, str):
+        raise TypeError(f"caption must be a string, got {type(caption).__name__}")
+    return Table(frame, formats=formats, precision=precision, caption=caption or _caption_of(source),
+                 seconds=seconds)
+
+
+def _caption_of(source: Any) -> str:
+    """One line saying what a table rests on: ``source`` (a Source or a string), first letter up."""
+    text = str(source or "")
+    return text[:1].upper() + text[1:]
 
 
 @dataclass(frozen=True)

@@ -43,3 +43,22 @@ def framed(data: Any, meta: Mapping[str, Any] | None = None, **fields: Any) -> p
     frame = data.copy() if isinstance(data, pd.DataFrame) else pd.DataFrame(data)
     frame.attrs["meta"] = {**(meta or {}), **fields}
     return frame
+
+
+def heading_text(target: Any) -> str:
+    """Everything a figure (or one Axes) says of itself: its suptitle, its Axes' titles, and the
+    caption under it (what it rests on), one per line."""
+    from matplotlib.axes import Axes
+
+    from perfkit.book.figures import caption_text
+
+    fig = target.figure if isinstance(target, Axes) else target
+    axes = [target] if isinstance(target, Axes) else fig.axes
+    parts = [fig._suptitle.get_text()] if fig._suptitle is not None and not isinstance(target, Axes) else []
+    parts += [ax.get_title() for ax in axes]
+    captions = getattr(fig, "captions", [])
+    if isinstance(target, Axes):
+        title = target.get_title()
+        captions = [c for c in captions if c[0] == title] or captions
+    parts.append(caption_text(captions))
+    return "\n".join(p for p in parts if p)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import io
+import textwrap
 from typing import Callable, Iterable, Mapping
 
 import numpy as np
@@ -41,8 +42,14 @@ class BookFigure(Figure):
     once, where the cell returns it.
     """
 
+    #: What the figure rests on, one entry per :func:`heading`: (panel title, source text).
+    captions: list
+
     def to_png(self, dpi: float = DPI) -> bytes:
-        """The figure as PNG bytes (``dpi`` pixels per inch, trimmed to what is drawn)."""
+        """The figure as PNG bytes (``dpi`` pixels per inch, trimmed to what is drawn), its caption below."""
+        text = caption_text(getattr(self, "captions", []))
+        if text and getattr(self, "_caption_artist", None) is None:
+            self._caption_artist = self.text(0.0, 0.0, text, ha="left", va="top", fontsize=7, color="0.35")
         buf = io.BytesIO()
         self.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", facecolor="white")
         return buf.getvalue()
@@ -176,13 +183,36 @@ def legend_name(source: Source | str, default: str) -> str:
 
 
 def heading(target: Figure | Axes, title: str, source: Source | str) -> None:
-    """Set ``title`` and below it the caption ``source`` (wrapped to fit): a Figure's suptitle or an Axes' title."""
+    """Set ``title`` (a Figure's suptitle or an Axes' title) and note ``source``: on a
+    :class:`BookFigure` it goes to the one caption under the figure, elsewhere below the title."""
     _check_source(source, "source")
-    text = f"{title}\n{source}"
+    fig = target if isinstance(target, Figure) else target.figure
+    if isinstance(fig, BookFigure):
+        fig.captions = [*getattr(fig, "captions", []), (title, str(source))]
+        text = title
+    else:
+        text = f"{title}\n{source}"
     if isinstance(target, Figure):
         target.suptitle(text, fontsize=10, wrap=True)
     else:
         target.set_title(text, fontsize=9, wrap=True)
+
+
+#: Characters per caption line at 7 pt across the text column.
+CAPTION_CHARS = 140
+
+
+def caption_text(captions: Iterable[tuple[str, str]]) -> str:
+    """The caption under a figure: its sources, each once, each prefixed by its panel's title
+    when the panels rest on different sources; wrapped to the column."""
+    captions = [(t, s) for t, s in captions if s]
+    sources = list(dict.fromkeys(s for _, s in captions))
+    if len(sources) <= 1:
+        parts = sources
+    else:
+        parts = list(dict.fromkeys(f"{t}: {s}" if t else s for t, s in captions))
+    text = "; ".join(p.rstrip(".") for p in parts)
+    return "\n".join(textwrap.wrap(text, CAPTION_CHARS))
 
 
 class _LogSeconds(LogFormatterSciNotation):

@@ -106,7 +106,7 @@ def check(exercise_id: str, given: Any) -> Check:
     unit = f" (in {ex.unit})" if ex.unit else ""
     if given is None:
         how = f" one of {', '.join(ex.choices)}" if ex.choices else f" a number{unit}"
-        return Check(ex.id, "unanswered", f"{ex.question} Replace None by your answer:{how}.")
+        return Check(ex.id, "unanswered", f"Replace None by your answer:{how}.")
     expected = ex.answer()
     hint = f" Hint: {ex.hint}" if ex.hint else ""
     if ex.choices:

@@ -18,12 +18,12 @@ from perfkit.book.gemm import experiments as gemm  # noqa: E402
 from perfkit.provenance import Source, missing, modelled, source_of  # noqa: E402
 from perfkit.quantization import cdiv  # noqa: E402
 from figure_helpers import figure_named, note_of
-from testkit import CPU_LIVE, H100_RECORDED, RECORDED_LABEL, framed
+from testkit import CPU_LIVE, H100_RECORDED, RECORDED_LABEL, framed, heading_text
 
 
 def _heading(fig) -> str:
     """Every title of ``fig`` (suptitle and Axes titles), with line wrapping undone."""
-    titles = [fig._suptitle.get_text() if fig._suptitle else ""] + [ax.get_title() for ax in fig.axes]
+    titles = [heading_text(fig)]
     return " ".join(" ".join(titles).split())
 
 
@@ -102,7 +102,7 @@ def test_figure_of_a_frame_without_any_source_is_refused(name):
 def test_one_panel_figure_draws_into_the_given_axes(name):
     fig, (left, right) = plt.subplots(1, 2)
     assert figure_named(name)(FRAMES[name](), RECORDED_LABEL, ax=right) is fig
-    assert len(fig.axes) == 2 and not left.has_data() and RECORDED_LABEL in " ".join(right.get_title().split())
+    assert len(fig.axes) == 2 and not left.has_data() and RECORDED_LABEL in " ".join(heading_text(right).split())
 
 
 @pytest.mark.parametrize("name", TIMED)
@@ -191,9 +191,9 @@ def test_samples_histogram_counts_every_sample_and_names_its_source():
     fig = book.timing.plot_samples(m)
     ax = fig.axes[0]
     assert sum(p.get_height() for p in ax.patches) == m.n
-    assert "gemm: spread of the samples" in ax.get_title() and "live on CPU (x86_64, 2 cores)" in ax.get_title()
+    assert "gemm: spread of the samples" in heading_text(ax) and "live on CPU (x86_64, 2 cores)" in heading_text(ax)
     assert isinstance(ax.xaxis.get_major_formatter(), EngFormatter)
-    assert "recorded on X" in book.timing.plot_samples(m, source="recorded on X").axes[0].get_title()
+    assert "recorded on X" in heading_text(book.timing.plot_samples(m, source="recorded on X").axes[0])
     with pytest.raises(TypeError, match="Measurement"):
         book.timing.plot_samples([1e-3])
     plt.close("all")

@@ -12,13 +12,13 @@ from perfkit.book.background.figures import plot_roofline, plot_tile_waves  # no
 from perfkit.provenance import Source, caption, modelled  # noqa: E402
 from perfkit.roofline import gemm_operation, nvidia_example_operations  # noqa: E402
 from perfkit.book.widgets import gemm_explorer, roofline_explorer  # noqa: E402
-from testkit import A100, H100, V100  # noqa: E402
+from testkit import A100, H100, V100, heading_text  # noqa: E402
 
 PNG = b"\x89PNG"
 
 
 def _texts(ax):
-    return [t.get_text() for t in ax.texts] + [ax.get_title()]
+    return [t.get_text() for t in ax.texts] + [heading_text(ax)]
 
 
 def test_plot_roofline_two_devices_with_table_1():
@@ -28,7 +28,7 @@ def test_plot_roofline_two_devices_with_table_1():
     (ax,) = fig.axes
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
     assert "TFLOP/s" in ax.get_ylabel() and "FLOP/byte" in ax.get_xlabel()
-    assert "recorded on NVIDIA H100 80GB HBM3 on 2026-11-20" in ax.get_title()
+    assert "recorded on NVIDIA H100 80GB HBM3 on 2026-11-20" in heading_text(ax)
     texts = _texts(ax)
     for op in ops:
         assert op.name in texts
@@ -49,7 +49,7 @@ def test_plot_roofline_single_spec_default_source_and_ceiling():
     out = plot_roofline([gemm_operation(8192, 128, 8192, "float16")], H100, ax=ax,
                         ceilings={"label": "measured cuBLAS", "flop_s": 700e12, "bandwidth": 3.0e12})
     assert out is fig
-    assert str(modelled(H100)) in ax.get_title() and "datasheet" in ax.get_title()
+    assert str(modelled(H100)) in heading_text(ax) and "datasheet" in heading_text(ax)
     dashed = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
     assert len(dashed) == 1 and dashed[0].get_label().startswith("measured cuBLAS: 700.0 TFLOP/s")
     assert max(dashed[0].get_ydata()) == pytest.approx(700)
@@ -62,7 +62,7 @@ def test_plot_roofline_single_spec_default_source_and_ceiling():
 
 
 def test_plot_roofline_default_caption_names_every_spec():
-    title = plot_roofline([], [H100, A100]).axes[0].get_title()
+    title = heading_text(plot_roofline([], [H100, A100]).axes[0])
     assert caption([modelled(H100), modelled(A100)]) in title
     assert "A100 datasheet" in title and "H100 datasheet" in title
 
@@ -70,14 +70,14 @@ def test_plot_roofline_default_caption_names_every_spec():
 def test_plot_tile_waves():
     fig = plot_tile_waves(2304, 1537, (256, 128), 108, source=modelled(A100))
     (ax,) = fig.axes
-    title = ax.get_title()
+    title = heading_text(ax)
     assert "117 tiles of 256×128 in 2 waves of 108" in title and "54.2% utilization" in title
     assert str(modelled(A100)) in title
     assert ax.images[0].get_array().shape == (9, 13)
-    assert "model of a GPU with 8 SMs" in plot_tile_waves(12, 1, (1, 1), 8).axes[0].get_title()
+    assert "model of a GPU with 8 SMs" in heading_text(plot_tile_waves(12, 1, (1, 1), 8).axes[0])
     source = Source("model", "A100-SXM4-80GB", detail="forced tiles")
     fig = plot_tile_waves(12, 1, (1, 1), 8, source=source)
-    assert "model of A100-SXM4-80GB: forced tiles" in fig.axes[0].get_title()
+    assert "model of A100-SXM4-80GB: forced tiles" in heading_text(fig.axes[0])
     with pytest.raises(TypeError, match="source must be"):
         plot_tile_waves(12, 1, (1, 1), 8, source=3)
 

@@ -29,7 +29,7 @@ from perfkit.book.figures import BookFigure  # noqa: E402
 from perfkit.published_data import HOW_TO_GET  # noqa: E402
 from perfkit.book.convolutions import verdict as vconv  # noqa: E402
 from perfkit.book.recurrent import verdict as vrnn  # noqa: E402
-from testkit import H100, H100_NAME, V100, framed
+from testkit import H100, H100_NAME, V100, framed, heading_text
 
 MODEL = ("V100-SXM2", "H100-SXM")
 
@@ -51,7 +51,7 @@ def _says_how_to_get(text: str) -> bool:
 
 
 def _heading(fig) -> str:
-    title = fig._suptitle.get_text() if fig._suptitle is not None else fig.axes[0].get_title()
+    title = heading_text(fig)
     return " ".join(title.split())
 
 

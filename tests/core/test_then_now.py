@@ -10,7 +10,7 @@ from perfkit.provenance import THEN_GPUS, missing, published_counterparts
 from perfkit.published_data import has_published
 from perfkit.then_now import COUNTERPARTS, counterpart, layout_spread, speedups, spread_summary
 from figure_helpers import note_of
-from testkit import H100_NAME, V100_PUBLISHED, framed
+from testkit import H100_NAME, V100_PUBLISHED, framed, heading_text
 
 
 def _gemms(rows, device="H100-SXM"):
@@ -96,7 +96,7 @@ def test_small_n_figure_draws_published_data_without_ours(capsys):
     fig = pk.book.gemm.plot_small_n(None, missing("no GPU here"), published=then)
     assert fig is not None
     assert "Published data only: ours: no GPU here" in " ".join(capsys.readouterr().out.split())
-    text = fig._suptitle.get_text()
+    text = heading_text(fig)
     assert "published by Baidu DeepBench, measured on Tesla V100-SXM2" in text and "Tesla P100" in text
     assert note_of(pk.book.gemm.plot_small_n(None, missing("no GPU here"))) == "No recording yet: No GPU here"
     with pytest.raises(TypeError, match="published must be a mapping"):
@@ -108,7 +108,7 @@ def test_small_n_figure_captions_ours_and_theirs():
     ours = _gemms([(2560, n, 2560, "NN", 1e-5 * (1 + n / 64)) for n in (1, 16, 64)])
     ours = ours.assign(gbps=1.0, predicted_s=float("nan"))
     fig = pk.book.gemm.plot_small_n(ours, published=published_counterparts("gemm_small_n", gpus=["V100-SXM2"]))
-    text = fig._suptitle.get_text()
+    text = heading_text(fig)
     assert "ours: live on NVIDIA H100 80GB HBM3, 2026-11-22" in text
     assert f"{V100_PUBLISHED}: published by Baidu DeepBench" in text
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]

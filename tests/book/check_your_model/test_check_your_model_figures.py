@@ -19,7 +19,7 @@ from perfkit import book  # noqa: E402
 from perfkit.book.check_your_model import experiments as ex  # noqa: E402
 from perfkit.book.check_your_model.figures import KINDS, op_kind  # noqa: E402
 from figure_helpers import note_of
-from testkit import RECORDED_LABEL
+from testkit import RECORDED_LABEL, heading_text
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples and noise: expected here
 MODEL = "model of H100-SXM"
@@ -27,7 +27,7 @@ MODEL = "model of H100-SXM"
 
 def _heading(fig) -> str:
     """Every title of ``fig`` (suptitle and Axes titles), with line wrapping undone."""
-    titles = [fig._suptitle.get_text() if fig._suptitle else ""] + [ax.get_title() for ax in fig.axes]
+    titles = [heading_text(fig)]
     return " ".join(" ".join(titles).split())
 
 
@@ -83,7 +83,7 @@ def test_step_breakdown_splits_each_step_by_kind_of_work(advices):
 def test_step_breakdown_of_one_advice_draws_into_the_given_axes(advices):
     fig, (left, right) = plt.subplots(1, 2)
     assert book.check_your_model.plot_step_breakdown(advices["lstm_lm"], ax=right) is fig
-    assert not left.has_data() and MODEL in " ".join(right.get_title().split())
+    assert not left.has_data() and MODEL in " ".join(heading_text(right).split())
     assert "LSTMLanguageModel" in " ".join(t.get_text() for t in right.get_yticklabels())
 
 

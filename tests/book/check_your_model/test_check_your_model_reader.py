@@ -15,6 +15,8 @@ from perfkit.book.check_your_model import interactive as interactive
 from perfkit.book.interactive import MAX_HTML_BYTES, figure_json, html_bytes
 from perfkit.book.check_your_model.figures import KINDS, op_kind
 
+from testkit import heading_text
+
 
 def _advise(build, shape, dtype=torch.long, **kwargs):
     with torch.device("meta"):
@@ -254,8 +256,7 @@ def test_the_cpu_stand_in_is_the_experiment_on_the_cpu_labelled_by_its_own_metad
     assert len(frame) and set(frame["dtype"]) == {"float32"} and set(frame["model"]) == {"lstm_lm"}
     fig = pk.book.check_your_model.plot_fix_savings(frame)  # no source: the frame's own label
     assert not isinstance(fig, pk.display.Note)
-    heading = " ".join(" ".join([fig._suptitle.get_text() if fig._suptitle else ""]
-                                + [ax.get_title() for ax in fig.axes]).split())
+    heading = " ".join(" ".join([heading_text(fig)]).split())
     assert str(source) in heading
     with pytest.raises(ValueError, match="contradicts"):
         pk.book.check_your_model.plot_fix_savings(frame, pk.provenance.missing("no GPU"))

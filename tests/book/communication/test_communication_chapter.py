@@ -20,7 +20,7 @@ from perfkit.book.figures import BookFigure
 from perfkit.collectives import bus_bandwidth, crossover_bytes
 from perfkit.display import Note
 from perfkit.published_data import HOW_TO_GET, has_published
-from testkit import H100, framed
+from testkit import H100, framed, heading_text
 
 P100 = pk.device_spec("P100-PCIe")
 MiB = 2**20
@@ -316,7 +316,7 @@ def test_plot_sizes_draws_measured_and_model_series_or_says_why_not():
     model = analysis.predicted_collectives(n_ranks=(8,), sizes=(2**10, 2**20, 2**30))
     source = analysis.model_source("nvlink4", 8)
     fig = cm.plot_sizes({"model": model}, {"model": source})
-    assert isinstance(fig, BookFigure) and str(source) in fig._suptitle.get_text()
+    assert isinstance(fig, BookFigure) and str(source) in heading_text(fig)
     measured = _power_law((2**10, 2**20, 2**30))
     fig = cm.plot_sizes({"made up": measured, "model": model}, {"made up": "a made-up frame", "model": source})
     ax_t, ax_b = fig.axes[:2]
@@ -339,7 +339,7 @@ def test_plot_sizes_draws_measured_and_model_series_or_says_why_not():
 def test_plot_data_parallel_and_sizes_in_words():
     frame = training.data_parallel_sweep(H100, batches=(1, 4, 16))
     fig = cm.plot_data_parallel(frame, training.data_parallel_source(H100))
-    assert isinstance(fig, BookFigure) and "19 buckets" in fig._suptitle.get_text()
+    assert isinstance(fig, BookFigure) and "19 buckets" in heading_text(fig)
     assert isinstance(cm.plot_data_parallel(None), Note)
     with pytest.raises(ValueError, match="source"):
         cm.plot_data_parallel(frame)

@@ -25,7 +25,7 @@ from perfkit.book.convolutions import experiments as conv, analysis as conv_anal
 from perfkit import placement  # noqa: E402
 from perfkit.provenance import missing, modelled  # noqa: E402
 from figure_helpers import note_of
-from testkit import V100_PUBLISHED
+from testkit import V100_PUBLISHED, heading_text
 
 NAMES = ["conv_passes", "conv_channels", "conv_first_layer", "conv_layout", "conv_params", "conv_deepbench"]
 
@@ -44,7 +44,7 @@ def fake_gpu(fake_gpu):
 
 
 def _heading(fig) -> str:
-    titles = [fig._suptitle.get_text() if fig._suptitle else ""] + [ax.get_title() for ax in fig.axes]
+    titles = [heading_text(fig)]
     return " ".join(" ".join(titles).split())
 
 

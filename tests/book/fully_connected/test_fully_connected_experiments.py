@@ -23,7 +23,7 @@ from perfkit.book.fully_connected import experiments as fc  # noqa: E402
 from perfkit import placement  # noqa: E402
 from perfkit.provenance import modelled  # noqa: E402
 from figure_helpers import note_of
-from testkit import CPU_LIVE, framed
+from testkit import CPU_LIVE, framed, heading_text
 
 NAMES = ["fc_passes", "fc_batch", "fc_features", "vocab_padding"]
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples and noise: expected here
@@ -175,11 +175,11 @@ def test_predicted_features_is_the_model_alone():
     assert list(frame.columns) == list(REGISTRY["fc_features"].columns)
     assert frame["time_s"].isna().all() and (frame["predicted_s"] > 0).all()
     fig = book.fully_connected.plot_fc_features(frame, modelled(h100))
-    assert "model of H100-SXM" in fig._suptitle.get_text()
+    assert "model of H100-SXM" in heading_text(fig)
 
 
 def _heading(fig) -> str:
-    titles = [fig._suptitle.get_text() if fig._suptitle else ""] + [ax.get_title() for ax in fig.axes]
+    titles = [heading_text(fig)]
     return " ".join(" ".join(titles).split())
 
 

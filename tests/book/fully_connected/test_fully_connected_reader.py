@@ -16,7 +16,7 @@ from perfkit.book.fully_connected import experiments as fc_exp
 from perfkit.book.fully_connected import analysis as fc_analysis
 from perfkit.book.fully_connected import interactive as fc
 from perfkit.book.interactive import MAX_HTML_BYTES, figure_json, html_bytes
-from testkit import H100, H100_NAME, V100, framed
+from testkit import H100, H100_NAME, V100, framed, heading_text
 
 
 # --------------------------------------------------------------------------------------------
@@ -338,7 +338,7 @@ def test_a_cpu_run_is_never_now():
 
 def test_the_vocabulary_figure_heading_fits():
     fig = pk.book.fully_connected.plot_vocab_padding(fc_exp.predicted_vocab(H100), pk.provenance.modelled(H100))
-    lines = fig._suptitle.get_text().splitlines()
+    lines = heading_text(fig).splitlines()
     assert len(lines) == 3 and lines[-1].startswith("model of H100-SXM")
 
 
@@ -431,12 +431,12 @@ def test_the_h100_crossover_figure_labels_published_points_and_the_model(capsys)
                   timing="CUPTI kernel time: the median")
     sweeps = fc_analysis.published_batch_sweeps(rows, layers=(4096,))
     fig = pk.book.fully_connected.plot_fc_crossover(sweeps, H100)
-    title = fig._suptitle.get_text()
+    title = heading_text(fig)
     assert "published by OpenXLA" in title and "CUPTI kernel time" in title and "model of H100-SXM" in title
     assert [ax.get_title() for ax in fig.axes] == ["bfloat16", "tf32"]
     model_only = pk.book.fully_connected.plot_fc_crossover(None, H100, missing="how to get the data")
-    assert "the model's prediction only" in model_only._suptitle.get_text()
-    assert "published by" not in model_only._suptitle.get_text()
+    assert "the model's prediction only" in heading_text(model_only)
+    assert "published by" not in heading_text(model_only)
     assert "how to get the data" in capsys.readouterr().out
     with pytest.raises(TypeError, match="spec"):
         pk.book.fully_connected.plot_fc_crossover(sweeps, "H100")

@@ -16,7 +16,7 @@ from perfkit.book.gemm import published as gp
 from perfkit.book.gemm import figures as plots
 from perfkit.book.figures import BookFigure
 from perfkit.published_data import HOW_TO_GET, has_published
-from testkit import H100, framed
+from testkit import H100, framed, heading_text
 
 XLA_META = {"published_by": "OpenXLA (XLA's GPU matmul performance table)", "device": "H100-SXM",
             "device_name": "H100", "published_date": "2025", "timing": "CUPTI kernel time: the median"}
@@ -159,7 +159,7 @@ def test_figures_without_published_data_draw_the_model_and_say_how_to_get_it(cap
     for fig in (plots.plot_h100_sizes(None, instead="x"), plots.plot_h100_batched(None),
                 plots.plot_fp8_published(None)):
         assert isinstance(fig, BookFigure)
-        assert "model" in fig._suptitle.get_text() and fig.to_png()[:4] == b"\x89PNG"
+        assert "model" in heading_text(fig) and fig.to_png()[:4] == b"\x89PNG"
     out = capsys.readouterr().out
     assert out.count("Published data absent") == 3 and "PERFKIT_PUBLISHED" in out
     with pytest.raises(TypeError, match="spec must be a DeviceSpec"):
@@ -169,10 +169,10 @@ def test_figures_without_published_data_draw_the_model_and_say_how_to_get_it(cap
 def test_figures_from_synthetic_published_rows_say_who_published_and_how_they_timed(capsys):
     p = gp.with_model(gp.xla_rows(xla_frame()))
     for fig in (plots.plot_h100_sizes(p), plots.plot_h100_batched(gp.batched_rows(p))):
-        title = fig._suptitle.get_text()
+        title = heading_text(fig)
         assert "published by OpenXLA" in title and "timed with CUPTI kernel time" in title and "model" in title
     fig = plots.plot_fp8_published(gp.with_model(gp.deepgemm_dense(deepgemm_frame())))
-    assert "published by DeepGEMM" in fig._suptitle.get_text()
+    assert "published by DeepGEMM" in heading_text(fig)
     assert "Published data absent" not in capsys.readouterr().out
 
 

@@ -23,7 +23,7 @@ from perfkit.book.memory_limited import convnet as cv  # noqa: E402
 from perfkit.book.memory_limited import fusion_figures as plots  # noqa: E402
 from perfkit.provenance import missing, modelled  # noqa: E402
 from figure_helpers import note_of
-from testkit import H100
+from testkit import H100, heading_text
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples and noise: expected here
 
@@ -143,7 +143,7 @@ def test_too_large_a_network_is_refused_before_allocating(forbid_allocation):
 
 
 def _heading(fig) -> str:
-    titles = [fig._suptitle.get_text() if fig._suptitle else ""] + [ax.get_title() for ax in fig.axes]
+    titles = [heading_text(fig)]
     return " ".join(" ".join(titles).split())
 
 

@@ -25,6 +25,8 @@ from perfkit.book.memory_limited import experiments as memory  # noqa: E402
 from perfkit.provenance import modelled  # noqa: E402
 from figure_helpers import note_of
 
+from testkit import heading_text
+
 NAMES = ["activation_sizes", "batchnorm_sizes", "pool_sizes"]
 SMALL = {"activation_sizes": dict(elements=[256, 4096]), "batchnorm_sizes": dict(shapes=[(2, 4, 4, 4), (4, 4, 8, 8)]),
          "pool_sizes": dict(shapes=[(1, 4, 8, 8), (2, 4, 16, 16)])}
@@ -304,19 +306,19 @@ def test_figures_are_captioned_with_their_sources(short_bench):
     acts = memory.activation_sizes(device="cpu", ops=("relu",), elements=[256, 65536], progress=False)
     fits = memory.bandwidth_fit(acts, ["op", "pass"], proportional_at=1.5)
     fig = book.memory_limited.plot_activation_sizes(acts, fits=fits, ceiling=1e10, ceiling_source="this CPU's copy")
-    title = fig._suptitle.get_text()
+    title = heading_text(fig)
     assert "live on CPU" in title and "copy ceiling: this CPU's copy" in title
     with pytest.raises(ValueError, match="ceiling_source"):
         book.memory_limited.plot_activation_sizes(acts, ceiling=1e10)
     h100 = pk.device_spec("H100-SXM")
     model = book.memory_limited.plot_activation_sizes(memory.predicted_activations(h100), modelled(h100))
-    assert "model of H100-SXM" in model._suptitle.get_text() and "model only" in model._suptitle.get_text()
+    assert "model of H100-SXM" in heading_text(model) and "model only" in heading_text(model)
     bn = book.memory_limited.plot_batchnorm_sizes(memory.batchnorm_sizes(device="cpu", shapes=[(2, 4, 4, 4), (4, 4, 8, 8)],
                                                            progress=False))
-    assert "live on CPU" in bn._suptitle.get_text() and len(bn.axes) == 4
+    assert "live on CPU" in heading_text(bn) and len(bn.axes) == 4
     pools = book.memory_limited.plot_pool_sizes(memory.pool_sizes(device="cpu", shapes=[(1, 2, 8, 8)], kinds=("avg",),
                                                     progress=False))
-    assert "Pooling" in pools._suptitle.get_text()
+    assert "Pooling" in heading_text(pools)
 
 
 @pytest.mark.parametrize("plot", [book.memory_limited.plot_activation_sizes, book.memory_limited.plot_batchnorm_sizes, book.memory_limited.plot_pool_sizes])

@@ -23,7 +23,7 @@ from perfkit.book.memory_limited import fusion as fu  # noqa: E402
 from perfkit.book.memory_limited import fusion_figures as plots  # noqa: E402
 from perfkit.provenance import missing, modelled  # noqa: E402
 from figure_helpers import note_of
-from testkit import H100
+from testkit import H100, heading_text
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # few samples and noise: expected here
 no_compiler = pytest.mark.skipif(fu.compiler_missing("cpu") is not None,
@@ -192,7 +192,7 @@ def test_bad_arguments_name_the_parameter(call, error, match):
 
 
 def _heading(fig) -> str:
-    titles = [fig._suptitle.get_text() if fig._suptitle else ""] + [ax.get_title() for ax in fig.axes]
+    titles = [heading_text(fig)]
     return " ".join(" ".join(titles).split())
 
 

@@ -20,7 +20,7 @@ from perfkit.book.memory_limited import published as mp
 from perfkit.book.timing import published as tp
 from perfkit.book.figures import BookFigure
 from figure_helpers import note_of
-from testkit import A100, H100, framed
+from testkit import A100, H100, framed, heading_text
 
 H200 = pk.device_spec("H200")
 
@@ -253,10 +253,10 @@ def test_figures_draw_published_model_and_nothing():
     for plot, measured, predicted in cases:
         if measured is not None:
             fig = plot(measured, None if pk.source_of(measured) else "published by a test, measured on H200 (2026)")
-            assert isinstance(fig, BookFigure) and "(model only)" not in fig._suptitle.get_text()
+            assert isinstance(fig, BookFigure) and "(model only)" not in heading_text(fig)
         fig = plot(predicted, instead="unused")
-        assert isinstance(fig, BookFigure) and "model" in fig._suptitle.get_text()
-        assert "(model only)" in fig._suptitle.get_text()
+        assert isinstance(fig, BookFigure) and "model" in heading_text(fig)
+        assert "(model only)" in heading_text(fig)
         text = note_of(plot(None, pk.provenance.missing("no table here"), instead="the model, above"))
         assert "No table here" in text and "the model, above" in text
     bare = mp.fusion_pairs(fwd)
@@ -268,7 +268,7 @@ def test_figures_draw_published_model_and_nothing():
 def test_figures_of_the_published_tables():
     liger = _needs("liger_memory_bound")
     fig = pk.book.memory_limited.plot_published_time_vs_bytes(mp.liger_forward(liger))
-    assert "Liger-Kernel" in fig._suptitle.get_text() and "do_bench" in fig._suptitle.get_text()
+    assert "Liger-Kernel" in heading_text(fig) and "do_bench" in heading_text(fig)
     assert [ax.get_title() for ax in fig.axes[:2]] == ["H100-SXM", "A100-SXM4-80GB"]  # fastest memory first
     assert math.isclose(fig.axes[2].get_ylim()[1], 1.1 * H100.mem_bandwidth / 1e9)
 

@@ -26,7 +26,7 @@ from perfkit.timing import bench  # noqa: E402
 
 from perfkit.kernels import cupy_rnn as kernel  # noqa: E402
 from figure_helpers import figure_named, note_of
-from testkit import H100_RECORDED, RECORDED_LABEL, framed
+from testkit import H100_RECORDED, RECORDED_LABEL, framed, heading_text
 
 CPU_RUNNABLE = ["rnn_combine_time", "rnn_hidden", "rnn_batch", "rnn_cudnn"]
 
@@ -238,9 +238,9 @@ def test_throughput_ratio():
 def test_figures_of_cpu_runs_are_labelled_and_none_without_data(name, plot, capsys):
     frame = _cpu_frame(name)
     fig = figure_named(plot)(frame)
-    assert isinstance(fig, matplotlib.figure.Figure) and "live (quick sweep) on CPU" in fig._suptitle.get_text()
+    assert isinstance(fig, matplotlib.figure.Figure) and "live (quick sweep) on CPU" in heading_text(fig)
     recorded = framed(frame, H100_RECORDED)
-    assert RECORDED_LABEL in " ".join(figure_named(plot)(recorded)._suptitle.get_text().split())
+    assert RECORDED_LABEL in " ".join(heading_text(figure_named(plot)(recorded)).split())
     assert note_of(figure_named(plot)(None, "no recording yet")) == "Nothing to draw: No recording yet"
     with pytest.raises(ValueError, match="source="):
         figure_named(plot)(frame.copy().pipe(lambda f: setattr(f, "attrs", {}) or f))
@@ -250,7 +250,7 @@ def test_figures_of_cpu_runs_are_labelled_and_none_without_data(name, plot, caps
 def test_published_figures_draw_without_ours(capsys):
     then = pk.provenance.published_counterparts("rnn_cudnn", dtype="float16")
     fig = book.recurrent.plot_rnn_then_now({"ours": None, **then})
-    assert "Baidu DeepBench" in " ".join(fig.axes[0].get_title().split())
+    assert "Baidu DeepBench" in " ".join(heading_text(fig.axes[0]).split())
     assert book.recurrent.plot_layer_minibatch(then) is not None
     assert note_of(book.recurrent.plot_rnn_then_now({"ours": None})).startswith("Nothing to draw")
 
@@ -261,7 +261,7 @@ def test_persistent_figure_marks_refused_shapes():
             for h in (512, 4096) for b in (1, 4) for i in ("persistent", "cudnn", "gemm loop")
             for t in [math.nan if (i == "persistent" and h == 4096) else 1e-4 * b]]
     fig = book.recurrent.plot_persistent(pd.DataFrame(rows), source=RECORDED_LABEL)
-    assert len(fig.axes) == 2 and RECORDED_LABEL in " ".join(fig._suptitle.get_text().split())
+    assert len(fig.axes) == 2 and RECORDED_LABEL in " ".join(heading_text(fig).split())
     assert note_of(book.recurrent.plot_persistent(None, "no GPU")) == "Nothing to draw: No GPU"
 
 

@@ -15,7 +15,7 @@ from perfkit.book import transformers as tr
 from perfkit.book.figures import BookFigure
 from perfkit.book.transformers import analysis, verdict
 from perfkit.display import Note
-from testkit import H100, framed
+from testkit import H100, framed, heading_text
 
 
 def _measured(frame: pd.DataFrame, meta: bool = True, **factors: float) -> pd.DataFrame:
@@ -211,9 +211,9 @@ def test_each_figure_draws_the_model_a_measurement_or_says_why_not(plot, frame):
     note = plot(None, pk.provenance.missing("no recording"), instead="the H100 model, above")
     assert isinstance(note, Note) and "the H100 model, above" in note._repr_html_()
     drawn = plot(model, pk.provenance.modelled(H100))
-    assert isinstance(drawn, BookFigure) and "model" in drawn._suptitle.get_text()
+    assert isinstance(drawn, BookFigure) and "model" in heading_text(drawn)
     figure = plot(_measured(model, meta=False, math=2.0), "a made-up GPU frame")
-    assert isinstance(figure, BookFigure) and "(model only)" not in figure._suptitle.get_text()
+    assert isinstance(figure, BookFigure) and "(model only)" not in heading_text(figure)
     assert figure.to_png()[:4] == b"\x89PNG"
     with pytest.raises(ValueError, match="source"):
         plot(model)  # a frame without metadata must say where its numbers come from

@@ -25,6 +25,7 @@ CHAPTERS: dict[str, str] = {
     "communication": "08_communication",
     "check_your_model": "09_check_your_model",
     "timing": "90_timing",
+    "model_accuracy": "91_model_accuracy",
 }
 
 #: Experiment name → the module that registers it (``@register``), in the recorder's order.

@@ -14,9 +14,11 @@ import html
 import importlib
 from pathlib import Path
 from types import ModuleType
+from typing import Mapping
 
 import pandas as pd
 
+from . import front
 from .chapters import CHAPTERS as BOOK_CHAPTERS
 from .verdict import COLUMNS as FINDING_COLUMNS
 from .verdict import EVIDENCE, SHOWN, VerdictTable, rests_on, verdict_table, with_evidence
@@ -25,7 +27,8 @@ from .verdict import EVIDENCE, SHOWN, VerdictTable, rests_on, verdict_table, wit
 CHAPTERS = tuple(name for name in BOOK_CHAPTERS if (Path(__file__).parent / name / "verdict.py").is_file())
 COLUMNS = ["chapter", "title", *FINDING_COLUMNS]
 #: The headers of :func:`book_table_html`.
-HEADERS = ("Rule", "What the guides said", "Then (published)", "Now", "Unit", "Verdict", "Now rests on")
+HEADERS = ("Rule", "What the guides said", "Then (published)", "Now", "Unit", "Verdict", "What the number is",
+           "Now rests on")
 
 
 def _module(name: str) -> ModuleType:
@@ -98,16 +101,17 @@ def show(table: pd.DataFrame, *, complete: bool = True) -> VerdictTable:
     return VerdictTable(shown[list(SHOWN)].rename(columns=SHOWN), table["evidence"])
 
 
-def book_table_html(table: pd.DataFrame, *, root: str = "chapters/") -> str:
-    """``table`` (from :func:`book_table`) as HTML, each rule linked to its chapter's verdict;
-    ``root`` is the folder of the chapter pages relative to the page that shows it. Each row's
-    class names its evidence (``evidence-measured``, ``evidence-published``, ``evidence-model``),
-    so predictions are styled apart from measurements."""
+def book_table_html(table: pd.DataFrame, *, root: str = "chapters/", sources: Mapping[str, str] | None = None) -> str:
+    """``table`` (from :func:`book_table`) as HTML: one heading row per chapter linked to its verdict,
+    then per rule the claim, then and now in its unit, the verdict, what the number is and what the
+    "now" rests on. ``root`` is the folder of the chapter pages relative to the page that shows it;
+    given the chapters' MyST ``sources`` (chapter → text), each rule links to the section that
+    measures it. Each row's class names its evidence (``evidence-measured``, ``evidence-published``,
+    ``evidence-model``), so predictions are styled apart from measurements."""
     missing = [c for c in COLUMNS[:10] if c not in table.columns]
     if missing:
         raise ValueError(f"table lacks the columns {missing}; pass the frame book_table() returns")
     table = with_evidence(table)
-    table = table.assign(rests_on=rests_on(table))
     rows, chapter = [], None
     for r in table.itertuples(index=False):
         if r.chapter != chapter:  # one heading row per chapter, linked to its verdict
@@ -115,9 +119,14 @@ def book_table_html(table: pd.DataFrame, *, root: str = "chapters/") -> str:
             link = f'<a href="{html.escape(root)}{html.escape(r.chapter)}.html#verdict">{html.escape(r.title)}</a>'
             rows.append(f'<tr class="chapter"><th colspan="{len(HEADERS)}">{link}</th></tr>')
         verdict = f'<span class="verdict-{r.verdict.replace(":", "").replace(" ", "-")}">{html.escape(r.verdict)}</span>'
-        cells = [(html.escape(r.rule), "text"), (html.escape(f"{r.claim} ({r.source})"), "text"),
+        rule = html.escape(r.rule)
+        if sources is not None:
+            rule = f'<a href="{html.escape(front.rule_href(r.chapter, r.where, sources, root=root))}">{rule}</a>'
+        rests = front.rests_on(r.now_from) if r.evidence else "nothing yet"
+        cells = [(rule, "text"), (html.escape(f"{r.claim} ({r.source})"), "text"),
                  (html.escape(r.then), "num"), (html.escape(r.now), "num"), (html.escape(r.unit), "unit"),
-                 (verdict, "verdict"), (html.escape(r.rests_on), "text evidence")]
+                 (verdict, "verdict"), (html.escape(front.measured_as(r.where)), "text"),
+                 (html.escape(rests), "text evidence")]
         rows.append(f'<tr class="evidence-{r.evidence or "none"}">'
                     + "".join(f'<td class="{kind}">{c}</td>' for c, kind in cells) + "</tr>")
     head = "".join(f"<th>{h}</th>" for h in HEADERS)

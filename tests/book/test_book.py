@@ -46,7 +46,7 @@ TOC_FILES = toc_files()
 TOC_CHAPTERS = toc_chapters()
 CHAPTER_MDS = [p.relative_to(REPO).as_posix() for p in chapter_sources()]
 # Every MyST notebook: the chapters and the landing page (paired with an .ipynb for Colab too).
-NOTEBOOK_MDS = ["intro.md", *CHAPTER_MDS]
+NOTEBOOK_MDS = ["intro.md", "rules.md", *CHAPTER_MDS]
 
 
 def _skip_or_fail(reason: str):
@@ -125,6 +125,61 @@ def test_first_cell_installs_perfkit_on_colab_only(md):
         f"{md}: the Colab install cell must not touch torch (Colab's own CUDA torch must stay)")
     later = [i for i, c in enumerate(code[1:], 2) if "pip install" in c.source or cfg["url"] in c.source]
     assert not later, f"{md}: code cells {later} install perfkit again or repeat its URL"
+
+
+def _prose_lines(text: str):
+    """(line number, line) of a MyST page outside its front matter, code cells and fenced blocks."""
+    fence = None
+    lines = text.splitlines()
+    start = lines.index("---", 1) + 1 if lines and lines[0] == "---" else 0
+    for n, line in enumerate(lines[start:], start + 1):
+        m = re.match(r"^(`{3,}|~{3,})", line)
+        if fence is None and m:
+            fence = m.group(1)
+        elif fence is not None and line.startswith(fence):
+            fence = None
+        elif fence is None:
+            yield n, line
+
+
+@pytest.mark.parametrize("md", [*NOTEBOOK_MDS, "references.md"])
+def test_no_prose_line_starts_with_percent(md):
+    """MyST reads a line that starts with % as a comment and drops it: the sentence would end mid-way."""
+    bad = [f"line {n}: {line[:70]}" for n, line in _prose_lines((REPO / md).read_text(encoding="utf-8"))
+           if line.lstrip().startswith("%")]
+    assert not bad, f"{md}: prose lines starting with % (MyST drops them as comments): {bad}"
+
+
+#: Works a page may name without a link: each name (a regex) must then be listed on the Sources page.
+NAMED_WORKS = {
+    r"FlashAttention": "FlashAttention", r"Megatron": "Megatron-LM", r"\bGQA\b|grouped-query": "GQA",
+    r"Kaplan": "Kaplan", r"nccl-tests": "nccl-tests", r"DeepBench": "DeepBench", r"Liger": "Liger-Kernel",
+    r"gpu-benches": "gpu-benches", r"DeepGEMM": "DeepGEMM", r"OpenXLA": "OpenXLA", r"mlsysim|MLSys·im": "mlsysim",
+    r"Chinchilla|Hoffmann": "Hoffmann", r"LLaMA": "LLaMA", r"PaLM": "PaLM", r"ResNet": "ResNet",
+    r"GPT-2": "GPT-2",
+}
+
+
+def _normal_url(url: str) -> str:
+    return url.split("#")[0].rstrip("/").removeprefix("https://").removeprefix("http://")
+
+
+def test_sources_list_every_cited_work():
+    """Every external link of a page's prose is on the Sources page, and so is every work it names."""
+    refs = (REPO / "references.md").read_text(encoding="utf-8")
+    listed = {_normal_url(u) for u in re.findall(r"\]\((https?://[^)\s]+)\)", refs)}
+    own = load_yaml("_config.yml")["repository"]["url"]
+    missing, unnamed = {}, {}
+    for md in NOTEBOOK_MDS:
+        prose = "\n".join(line for _, line in _prose_lines((REPO / md).read_text(encoding="utf-8")))
+        for url in re.findall(r"\]\((https?://[^)\s]+)\)", prose):
+            if not url.startswith(own) and _normal_url(url) not in listed:
+                missing.setdefault(url, md)
+        for pattern, name in NAMED_WORKS.items():
+            if re.search(pattern, prose) and name not in refs:
+                unnamed.setdefault(name, md)
+    assert not missing, f"links not on the Sources page (references.md): {missing}"
+    assert not unnamed, f"works named in a page but not on the Sources page: {unnamed}"
 
 
 @pytest.mark.parametrize("md", NOTEBOOK_MDS)
@@ -421,6 +476,36 @@ OVERFLOW_JS = """() => {
 }"""
 
 
+#: Table cells whose longest word is wider than the cell's text box: the word wraps letter by letter.
+SQUEEZED_JS = """() => {
+    const ctx = document.createElement('canvas').getContext('2d');
+    const out = [];
+    for (const cell of document.querySelectorAll('article table td, article table th')) {
+        if (cell.offsetParent === null) continue;
+        const cs = getComputedStyle(cell);
+        ctx.font = `${cs.fontStyle} ${cs.fontWeight} ${cs.fontSize} ${cs.fontFamily}`;
+        const words = (cell.innerText || '').split(/\\s+/).filter(w => w);
+        if (!words.length) continue;
+        const widest = Math.max(...words.map(w => ctx.measureText(w).width));
+        const word = words.find(w => ctx.measureText(w).width === widest);
+        const inner = cell.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+        if (widest > inner + 2) out.push(`"${word}" (${Math.round(widest)} px in a ${Math.round(inner)} px column)`);
+    }
+    return out;
+}"""
+
+
+def _squeezed(page) -> dict[int, list[str]]:
+    """Per window width, the table cells too narrow for their longest word."""
+    found = {}
+    for width in WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(300)
+        found[width] = page.evaluate(SQUEEZED_JS)
+    page.set_viewport_size({"width": WIDTHS[0], "height": 900})
+    return found
+
+
 def _overflow(page) -> dict[int, list[str]]:
     """Per window width, the code cells and outputs wider than their box or the text column."""
     found = {}
@@ -439,11 +524,43 @@ def _overflow(page) -> dict[int, list[str]]:
     return found
 
 
+#: The page's height at 1280 × 900 and, on the landing page, how far down its chapter list starts.
+LENGTH_JS = """() => {
+    const list = Array.from(document.querySelectorAll('article h2'))
+        .find(e => /^\\s*chapters\\b/i.test(e.textContent));
+    return {height_px: document.documentElement.scrollHeight,
+            list_top_px: list ? list.getBoundingClientRect().top + window.scrollY : null};
+}"""
+#: Text of an interactive figure cut by its edges, and titles that run into each other.
+PLOTLY_TEXT_JS = """() => {
+    const out = [];
+    for (const box of document.querySelectorAll('.perfkit-interactive .svg-container')) {
+        const edge = box.getBoundingClientRect();
+        const texts = Array.from(box.querySelectorAll('.annotation-text, .gtitle, .xtitle, .ytitle, .legendtext'))
+            .filter(t => t.getBoundingClientRect().width > 0);
+        for (const t of texts) {
+            const r = t.getBoundingClientRect();
+            if (r.left < edge.left - 1 || r.right > edge.right + 1 || r.top < edge.top - 1 || r.bottom > edge.bottom + 1)
+                out.push(`cut by the figure's edge: "${t.textContent.slice(0, 60)}"`);
+        }
+        const titles = texts.filter(t => t.matches('.gtitle, .xtitle, .ytitle'));
+        for (let i = 0; i < titles.length; i++) for (let j = i + 1; j < titles.length; j++) {
+            const a = titles[i].getBoundingClientRect(), b = titles[j].getBoundingClientRect();
+            if (a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1)
+                out.push(`"${titles[i].textContent.slice(0, 40)}" overlaps "${titles[j].textContent.slice(0, 40)}"`);
+        }
+    }
+    return out;
+}"""
+
+
 def _collect(lp: LoadedPage, entry: str) -> dict:
     """Everything the page tests check, read from one page load."""
     page = lp.page
     facts = {"entry": entry, "blocked": lp.blocked}
     facts["overflow"] = _overflow(page)
+    facts["squeezed"] = _squeezed(page)
+    facts.update(page.evaluate(LENGTH_JS))
     h1 = page.locator("article h1")
     facts["h1"] = h1.first.inner_text().strip() if h1.count() else ""
     facts.update(page.evaluate("""() => {
@@ -466,6 +583,11 @@ def _collect(lp: LoadedPage, entry: str) -> dict:
                          n.innerText]),
           widget_views: document.querySelectorAll(
               'script[type="application/vnd.jupyter.widget-view+json"]').length,
+          uncaptioned: Array.from(document.querySelectorAll('article .cell_output table'))
+              .filter(t => !t.closest('.perfkit-device') && !t.querySelector('caption')
+                           && !t.matches('.perfkit-verdicts, .perfkit-chapters')
+                           && !Array.from(t.querySelectorAll('th')).some(th => /rests on/i.test(th.innerText)))
+              .map(t => (t.querySelector('tr') || t).innerText.replace(/\\s+/g, ' ').slice(0, 80)),
         };
     }"""))
     facts["errors"] = [e.inner_text()[:2000] for e in page.locator(ERROR_OUTPUT_SELECTORS).all()]
@@ -477,6 +599,7 @@ def _collect(lp: LoadedPage, entry: str) -> dict:
         except Exception as e:  # playwright TimeoutError: Plotly did not draw
             facts["moves"] = f"the interactive figures did not render: {e}"
         else:
+            facts["plotly_text"] = page.evaluate(PLOTLY_TEXT_JS)
             facts["moves"] = _move_controls(page)
     if facts["dropdowns"]:
         first = page.locator("article details.sd-dropdown summary").first
@@ -554,14 +677,12 @@ def test_one_short_device_line(page_facts, entry):
 
 @pytest.mark.parametrize("entry", TOC_FILES)
 def test_missing_data_is_a_styled_note(page_facts, entry):
-    """A figure without data is an admonition, not a printed line, and says what is shown instead."""
+    """A figure without data is an admonition, not a printed line."""
     f = page_facts(entry)
     printed = [t for t in f["outputs"] if "No figure" in t]
     assert not printed, f"{entry}: printed 'No figure' lines: {printed[:2]}"
     for styled, text in f["notes"]:
         assert styled, f"{entry}: a perfkit note without the theme's admonition style: {text[:100]}"
-        if text.startswith("No recording yet"):
-            assert "Instead:" in text, f"{entry}: a missing-recording note does not say what is shown instead: {text}"
 
 
 @pytest.mark.parametrize("entry", TOC_CHAPTERS)
@@ -638,11 +759,70 @@ def test_landing_page_shows_the_point(page_facts, site):
     html = (site / "index.html").read_text(encoding="utf-8")
     if 'http-equiv="Refresh"' in html or "http-equiv=\"refresh\"" in html.lower():
         html = (site / f"{TOC_FILES[0]}.html").read_text(encoding="utf-8")
-    assert re.search(r'<table class="[^"]*\bperfkit-verdicts\b', html), "the landing page has no book-wide verdict table"
+    assert re.search(r'<table class="[^"]*\bperfkit-striking\b', html), "the landing page has no table of striking rules"
+    assert re.search(r'<table class="[^"]*\bperfkit-chapters\b', html), "the landing page has no chapter list"
     assert "In short:" in html and "rules across 7 chapters" in html, "the landing page has no one-sentence summary"
-    for chapter in ("02_gemm", "03_fully_connected", "04_recurrent", "05_convolutions", "06_memory_limited",
-                    "07_transformers"):
-        assert f'href="chapters/{chapter}.html#verdict"' in html, f"the verdict table does not link {chapter}"
+    assert 'href="rules.html"' in html, "the landing page does not link the page of all rules"
+    for chapter in ("02_gemm", "03_fully_connected", "09_check_your_model"):
+        assert f'href="chapters/{chapter}.html"' in html, f"the chapter list does not link {chapter}"
+    assert f["list_top_px"] is not None and f["list_top_px"] / SCREEN_PX <= LANDING_MAX_SCREENS, (
+        f"the chapter list starts {f['list_top_px'] / SCREEN_PX:.1f} screens down (at most {LANDING_MAX_SCREENS})")
+
+
+def test_rules_page_links_every_rule(site):
+    html = (site / "rules.html").read_text(encoding="utf-8")
+    table = re.search(r'<table class="[^"]*\bperfkit-verdicts\b.*?</table>', html, re.S)
+    assert table, "rules.html has no table of all rules"
+    rows = re.findall(r'<tr class="evidence-[^"]*">(.*?)</tr>', table.group(0), re.S)
+    assert len(rows) >= 50, f"rules.html shows {len(rows)} rules"
+    unlinked = [r[:80] for r in rows if not re.search(r'<td class="text"><a href="chapters/\d\d_\w+\.html#[\w-]+">', r)]
+    assert not unlinked, f"rules without a link to their section: {unlinked[:3]}"
+
+
+#: A screen of the reader's window (1280 × 900), and issue 41's limits in screens.
+SCREEN_PX = 900
+LANDING_MAX_SCREENS, CHAPTER_MAX_SCREENS, BOOK_MAX_SCREENS = 3.0, 20.0, 150.0
+
+
+@pytest.mark.parametrize("entry", TOC_CHAPTERS)
+def test_chapter_fits_twenty_screens(page_facts, entry):
+    screens = page_facts(entry)["height_px"] / SCREEN_PX
+    assert screens <= CHAPTER_MAX_SCREENS, f"{entry} is {screens:.1f} screens at 1280 × 900 (at most {CHAPTER_MAX_SCREENS:g})"
+
+
+def test_book_fits_its_screens(page_facts):
+    screens = {e: page_facts(e)["height_px"] / SCREEN_PX for e in TOC_FILES}
+    total = sum(screens.values())
+    longest = sorted(screens.items(), key=lambda kv: -kv[1])[:3]
+    assert total <= BOOK_MAX_SCREENS, f"the book is {total:.0f} screens (at most {BOOK_MAX_SCREENS:g}); longest: {longest}"
+
+
+@pytest.mark.parametrize("entry", TOC_FILES)
+def test_no_noisy_timings_box(page_facts, entry):
+    """The build machine's live timings are not the page's content (a Try-it cell keeps its output out)."""
+    noisy = [t[:120] for _, t in page_facts(entry)["notes"] if "Noisy timings" in t]
+    noisy += [t[:120] for t in page_facts(entry)["outputs"] if "had noisy timings" in t]
+    assert not noisy, f"{entry}: a 'Noisy timings' box from a live run on the build machine: {noisy}"
+
+
+@pytest.mark.parametrize("entry", TOC_FILES)
+def test_every_table_says_what_it_rests_on(page_facts, entry):
+    bare = page_facts(entry)["uncaptioned"]
+    assert not bare, (f"{entry}: {len(bare)} tables without a caption saying what they rest on "
+                      f"(pk.table(frame, source) or caption=...): {bare[:3]}")
+
+
+@pytest.mark.parametrize("entry", TOC_FILES)
+def test_no_column_narrower_than_its_longest_word(page_facts, entry):
+    for width, cells in page_facts(entry)["squeezed"].items():
+        assert not cells, f"{entry} at {width} px: words wrap letter by letter in {len(cells)} cells: {cells[:5]}"
+
+
+@pytest.mark.parametrize("entry", TOC_FILES)
+def test_interactive_text_is_whole(page_facts, entry):
+    """No title or annotation of an interactive figure is cut by its edge or runs into another title."""
+    bad = page_facts(entry).get("plotly_text") or []
+    assert not bad, f"{entry}: {bad[:5]}"
 
 
 # A page's own HTML (figures' data included, images and the shared JS not): what a reader on a slow

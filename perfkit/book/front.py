@@ -99,31 +99,33 @@ def rests_on(now_from: str) -> str:
     return str(now_from).removeprefix("ours, ") or "the model"
 
 
-def striking(table: pd.DataFrame, picks: Sequence[tuple[str, str]], sources: Mapping[str, str], *,
+def striking(table: pd.DataFrame, picks: Sequence[tuple[str, str, str]], sources: Mapping[str, str], *,
              root: str = "chapters/") -> str:
-    """The landing page's short table of rules: ``picks`` are (chapter, rule) pairs of ``table`` (from
-    :func:`~perfkit.book.scorecard.book_table`); each row links the rule to its section and says
-    then → now, the verdict, what the number is and what the "now" rests on. ``LookupError`` for a
-    pick the table lacks."""
+    """The landing page's short table of rules: ``picks`` are (chapter, rule, what its number is)
+    for rules of ``table`` (from :func:`~perfkit.book.scorecard.book_table`); each row links the rule
+    to its section and says then → now and the verdict. What the "now" rests on is the caption
+    when it is the same for every row, else a column. ``LookupError`` for a pick the table lacks."""
     rows = []
-    for chapter, rule in picks:
+    for chapter, rule, what in picks:
         hit = table[(table["chapter"] == chapter) & (table["rule"] == rule)]
         if hit.empty:
             raise LookupError(f"no rule {rule!r} in chapter {chapter!r} of the verdict table")
         r = hit.iloc[0]
-        href = rule_href(chapter, r["where"], sources, root=root)
         then = "" if r["then"] == "—" else f"{r['then']} → "
-        what = measured_as(r["where"]) or r["claim"]
-        cells = [(f'<a href="{html.escape(href)}">{html.escape(rule)}</a>', "text"),
-                 (html.escape(f"{then}{r['now']} {r['unit']}"), "num"),
-                 (html.escape(r["verdict"]), "text short"), (html.escape(what), "text"),
-                 (html.escape(rests_on(r["now_from"])), "text")]
-        rows.append("<tr>" + "".join(f'<td class="{k}">{c}</td>' for c, k in cells) + "</tr>")
+        rows.append((rule_href(chapter, r["where"], sources, root=root), rule, f"{then}{r['now']} {r['unit']}",
+                     r["verdict"], what, rests_on(r["now_from"])))
+    uniform = len({row[-1] for row in rows}) == 1
+    body = ""
+    for href, rule, value, verdict, what, rests in rows:
+        cells = [(f'<a href="{html.escape(href)}">{html.escape(rule)}</a>', "text"), (html.escape(value), "num"),
+                 (html.escape(verdict), "text short"), (html.escape(what), "text")]
+        cells += [] if uniform else [(html.escape(rests), "text")]
+        body += "<tr>" + "".join(f'<td class="{k}">{c}</td>' for c, k in cells) + "</tr>"
+    now = f"now: {rows[0][-1]}" if uniform and rows else "now: the last column"
+    head = ["Rule", "Then → now", "Verdict", "What the number is"] + ([] if uniform else ["Now rests on"])
     return ('<div class="perfkit-table-wrap"><table class="perfkit-table perfkit-striking"><caption>'
-            "Then: Baidu DeepBench's V100/P100 or the guide's own number; now: what the last column says"
-            "</caption><thead><tr><th>Rule</th><th>Then → now</th><th>Verdict</th>"
-            "<th>What the number is</th><th>Now rests on</th></tr></thead><tbody>"
-            + "".join(rows) + "</tbody></table></div>")
+            f"Then: Baidu DeepBench's V100/P100 or the guide's own number; {html.escape(now)}</caption><thead><tr>"
+            + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>" + body + "</tbody></table></div>")
 
 
 __all__ = ["WORDS_PER_MINUTE", "chapter_list", "measured_as", "prose_words", "reading_minutes",

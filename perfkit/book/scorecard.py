@@ -27,8 +27,7 @@ from .verdict import EVIDENCE, SHOWN, VerdictTable, rests_on, verdict_table, wit
 CHAPTERS = tuple(name for name in BOOK_CHAPTERS if (Path(__file__).parent / name / "verdict.py").is_file())
 COLUMNS = ["chapter", "title", *FINDING_COLUMNS]
 #: The headers of :func:`book_table_html`.
-HEADERS = ("Rule", "What the guides said", "Then (published)", "Now", "Unit", "Verdict", "What the number is",
-           "Now rests on")
+HEADERS = ("Rule", "What the guides said", "Then → now", "Verdict", "What the number is", "Now rests on")
 
 
 def _module(name: str) -> ModuleType:
@@ -103,7 +102,7 @@ def show(table: pd.DataFrame, *, complete: bool = True) -> VerdictTable:
 
 def book_table_html(table: pd.DataFrame, *, root: str = "chapters/", sources: Mapping[str, str] | None = None) -> str:
     """``table`` (from :func:`book_table`) as HTML: one heading row per chapter linked to its verdict,
-    then per rule the claim, then and now in its unit, the verdict, what the number is and what the
+    then per rule the claim, then → now in its unit, the verdict, what the number is and what the
     "now" rests on. ``root`` is the folder of the chapter pages relative to the page that shows it;
     given the chapters' MyST ``sources`` (chapter → text), each rule links to the section that
     measures it. Each row's class names its evidence (``evidence-measured``, ``evidence-published``,
@@ -123,10 +122,10 @@ def book_table_html(table: pd.DataFrame, *, root: str = "chapters/", sources: Ma
         if sources is not None:
             rule = f'<a href="{html.escape(front.rule_href(r.chapter, r.where, sources, root=root))}">{rule}</a>'
         rests = front.rests_on(r.now_from) if r.evidence else "nothing yet"
+        then = "" if r.then == "—" else f"{r.then} → "
         cells = [(rule, "text"), (html.escape(f"{r.claim} ({r.source})"), "text"),
-                 (html.escape(r.then), "num"), (html.escape(r.now), "num"), (html.escape(r.unit), "unit"),
-                 (verdict, "verdict"), (html.escape(front.measured_as(r.where)), "text"),
-                 (html.escape(rests), "text evidence")]
+                 (html.escape(f"{then}{r.now} {r.unit}".strip()), "num"), (verdict, "verdict"),
+                 (html.escape(front.measured_as(r.where) or "—"), "text"), (html.escape(rests), "text evidence")]
         rows.append(f'<tr class="evidence-{r.evidence or "none"}">'
                     + "".join(f'<td class="{kind}">{c}</td>' for c, kind in cells) + "</tr>")
     head = "".join(f"<th>{h}</th>" for h in HEADERS)

@@ -71,11 +71,15 @@ def test_striking_rows_link_and_say_what_they_rest_on():
                            "then": "1.04", "now": "4.92", "unit": "×", "verdict": "holds",
                            "where": "§3: unaligned ÷ aligned time",
                            "now_from": "ours, recorded on H200 on 2026-11-26"}])
-    html = front.striking(table, [("02_gemm", "Align")], {"02_gemm": CHAPTER})
+    html = front.striking(table, [("02_gemm", "Align", "unaligned ÷ aligned time")], {"02_gemm": CHAPTER})
     assert '#tensor-core-alignment-multiples-of-8">Align</a>' in html
-    assert "1.04 → 4.92 ×" in html and "recorded on H200 on 2026-11-26" in html and "<caption>" in html
+    assert "1.04 → 4.92 ×" in html and "unaligned ÷ aligned time" in html
+    assert "now: recorded on H200 on 2026-11-26</caption>" in html and "<th>Now rests on</th>" not in html
+    two = pd.concat([table, table.assign(rule="Other", now_from="published by X, measured on H100 (2025)")])
+    html = front.striking(two, [("02_gemm", "Align", ""), ("02_gemm", "Other", "")], {"02_gemm": CHAPTER})
+    assert "<th>Now rests on</th>" in html and "published by X" in html
     with pytest.raises(LookupError, match="no rule 'Other'"):
-        front.striking(table, [("02_gemm", "Other")], {"02_gemm": CHAPTER})
+        front.striking(table, [("02_gemm", "Other", "")], {"02_gemm": CHAPTER})
 
 
 def test_rests_on_is_short():

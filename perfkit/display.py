@@ -219,7 +219,7 @@ class DeviceCard:
                     "its peaks are the datasheet's.")
         name = s.label if s.label.upper().startswith("CPU") else f"a CPU, {s.label},"
         return (f"Running on {name} with no GPU: GPU figures are drawn from recordings, "
-                "published measurements or the model, each labelled; small experiments run here on the CPU.")
+                "published measurements or the model, each labelled; the \"Try it\" cells run here.")
 
     def _repr_html_(self) -> str:
         s = self.spec

@@ -89,13 +89,22 @@ def show(table: pd.DataFrame, *, complete: bool = True) -> VerdictTable:
 
     With ``complete`` (default), a rule nothing measured gets the "now" the book's table gives it
     (:func:`complete`): a published measurement of a current GPU, else the
-    model's prediction, labelled as such; its row is styled apart from measured ones.
+    model's prediction, labelled as such; its row is styled apart from measured ones. When every
+    row's "now" rests on the same source, the caption says it once and the last column says what
+    each number is.
     """
     if not isinstance(complete, bool):
         raise TypeError(f"complete must be True or False, got {complete!r}")
     table = with_evidence(table)
     if complete and (table["evidence"] == "").any():
         table = _complete(table)
+    sources = set(table["now_from"])
+    if len(sources) == 1 and "" not in sources:  # one source for every row: said once, in the caption
+        shown = table.assign(claim=table["claim"] + " (" + table["source"] + ")",
+                             rests_on=table["where"].map(front.measured_as).replace("", "—"))
+        names = {**SHOWN, "rests_on": "What the number is"}
+        return VerdictTable(shown[list(SHOWN)].rename(columns=names), table["evidence"],
+                            caption=f"Now: {sources.pop()}")
     shown = table.assign(claim=table["claim"] + " (" + table["source"] + ")", rests_on=rests_on(table))
     return VerdictTable(shown[list(SHOWN)].rename(columns=SHOWN), table["evidence"])
 

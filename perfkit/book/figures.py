@@ -16,6 +16,7 @@ import io
 import textwrap
 from typing import Callable, Iterable, Mapping
 
+import matplotlib.image as mpimg
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
@@ -46,16 +47,38 @@ class BookFigure(Figure):
     captions: list
 
     def to_png(self, dpi: float = DPI) -> bytes:
-        """The figure as PNG bytes (``dpi`` pixels per inch, trimmed to what is drawn), its caption below."""
-        text = caption_text(getattr(self, "captions", []))
-        if text and getattr(self, "_caption_artist", None) is None:
-            self._caption_artist = self.text(0.0, 0.0, text, ha="left", va="top", fontsize=7, color="0.35")
+        """The figure as PNG bytes (``dpi`` pixels per inch, trimmed to what is drawn), and under it,
+        as a strip of its own (so no legend or label of the figure can land on it), its caption."""
         buf = io.BytesIO()
         self.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", facecolor="white")
-        return buf.getvalue()
+        text = caption_text(getattr(self, "captions", []))
+        if not text:
+            return buf.getvalue()
+        buf.seek(0)
+        image = mpimg.imread(buf, format="png")
+        strip = _caption_strip(text, width_px=image.shape[1], dpi=dpi)
+        out = io.BytesIO()
+        mpimg.imsave(out, np.vstack([image[..., :3], strip[..., :3]]), format="png")
+        return out.getvalue()
 
     def _repr_png_(self) -> bytes:
         return self.to_png()
+
+
+def _caption_strip(text: str, *, width_px: int, dpi: float) -> np.ndarray:
+    """``text`` in small grey type, left-aligned on a white strip ``width_px`` wide: RGB(A) floats."""
+    lines = text.count("\n") + 1
+    strip = Figure(figsize=(width_px / dpi, (0.06 + 0.13 * lines)), dpi=dpi)
+    FigureCanvasAgg(strip)
+    strip.text(4 / width_px, 0.5, text, ha="left", va="center", fontsize=7, color="0.35")
+    buf = io.BytesIO()
+    strip.savefig(buf, format="png", dpi=dpi, facecolor="white")
+    buf.seek(0)
+    image = mpimg.imread(buf, format="png")
+    if image.shape[1] != width_px:  # rounding of inches to pixels: pad or trim to the figure's width
+        pad = np.ones((image.shape[0], max(0, width_px - image.shape[1]), image.shape[2]), image.dtype)
+        image = np.hstack([image, pad])[:, :width_px]
+    return image
 
 
 def new_figure(nrows: int = 1, ncols: int = 1, *, height: float = 4.5,

@@ -230,6 +230,8 @@ class DeviceCard:
                  s.sources.get("mem_bandwidth", ""))]
         rows += [(f"peak {d}", _rate(v, "OP" if d == "int8" else "FLOP"), s.sources.get("peaks", ""))
                  for d, v in s.peaks.items()]
+        if s.kind != "gpu":  # a CPU's speed is the build machine's, not a reader's: not shown
+            rows = rows[:2]
         body = "".join(f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td><td>{html.escape(c)}</td></tr>"
                        for a, b, c in rows)
         return (f'<div class="perfkit-device"><p>{html.escape(self.line())}</p>'

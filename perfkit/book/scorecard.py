@@ -98,15 +98,16 @@ def show(table: pd.DataFrame, *, complete: bool = True) -> VerdictTable:
     table = with_evidence(table)
     if complete and (table["evidence"] == "").any():
         table = _complete(table)
+    shown_columns = [c for c in SHOWN if c != "then" or (table["then"] != "—").any()]  # no empty "then"
     sources = set(table["now_from"])
     if len(sources) == 1 and "" not in sources:  # one source for every row: said once, in the caption
         shown = table.assign(claim=table["claim"] + " (" + table["source"] + ")",
                              rests_on=table["where"].map(front.measured_as).replace("", "—"))
         names = {**SHOWN, "rests_on": "What the number is"}
-        return VerdictTable(shown[list(SHOWN)].rename(columns=names), table["evidence"],
+        return VerdictTable(shown[shown_columns].rename(columns=names), table["evidence"],
                             caption=f"Now: {sources.pop()}")
     shown = table.assign(claim=table["claim"] + " (" + table["source"] + ")", rests_on=rests_on(table))
-    return VerdictTable(shown[list(SHOWN)].rename(columns=SHOWN), table["evidence"])
+    return VerdictTable(shown[shown_columns].rename(columns=SHOWN), table["evidence"])
 
 
 def book_table_html(table: pd.DataFrame, *, root: str = "chapters/", sources: Mapping[str, str] | None = None) -> str:

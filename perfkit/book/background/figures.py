@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 from matplotlib.ticker import EngFormatter
 
 from ..._validate import positive_int
@@ -17,10 +18,10 @@ from ...dtypes import canonical_dtype
 from ...provenance import Source, caption, modelled
 from ...quantization import cdiv, wave_quantization
 from ...roofline import Operation, attainable_flop_s
-from ...units import GIGA, TERA
+from ...units import GIGA, TERA, format_time
 from ..figures import book_figure, frame_source, heading, new_figure, no_data, single_axes, time_axis
 
-__all__ = ["plot_roofline", "plot_tile_waves", "plot_wave_model", "plot_waves"]
+__all__ = ["plot_dispatch_costs", "plot_roofline", "plot_tile_waves", "plot_wave_model", "plot_waves"]
 
 
 def _as_specs(specs: Any) -> list[DeviceSpec]:
@@ -257,3 +258,35 @@ def plot_wave_model(sms: int, *, blocks_per_sm: int = 1, max_waves: int = 4,
     heading(fig, f"Wave model: {sms} SMs × {blocks_per_sm} block(s) per SM",
             source if source is not None else _model_of(sms))
     return fig
+
+
+#: Bar colour per way of issuing a kernel (:func:`perfkit.book.background.overhead.dispatch_costs`).
+_ISSUED = {"Python, eager": "C1", "C++ loop": "0.55", "CUDA graph": "C0"}
+
+
+@book_figure
+def plot_dispatch_costs(frame: pd.DataFrame | None, source: Source | str | None = None, *,
+                        ax: Axes | None = None) -> Figure | Note:
+    """Time per call (s) of a tiny kernel by how it is issued (a
+    :func:`~perfkit.book.background.overhead.dispatch_costs` frame): horizontal bars, slowest on top,
+    each labelled with its time and who measured it. The caption names each row's source
+    (``source`` replaces it)."""
+    if (note := no_data(frame, source)) is not None:
+        return note
+    ax = single_axes(ax, height=0.45 * len(frame) + 1.1)
+    y = np.arange(len(frame))[::-1]
+    colours = [_ISSUED.get(i, "C2") for i in frame["issued"]]
+    ax.barh(y, frame["time_s"], color=colours, height=0.6)
+    for yi, t in zip(y, frame["time_s"]):
+        ax.text(t, yi, f" {format_time(t)}", va="center", fontsize=8)
+    ax.set_yticks(y, [f"{h} [{b}]" for h, b in zip(frame["how"], frame["by"])], fontsize=8)
+    time_axis(ax, "time per call", axis="x")
+    ax.set_xlim(0, frame["time_s"].max() * 1.2)
+    handles = [Patch(color=c, label=i) for i, c in _ISSUED.items() if i in set(frame["issued"])]
+    ax.legend(handles=handles, fontsize=7.5, loc="lower right", title="issued by", title_fontsize=7.5)
+    ax.grid(True, axis="x", alpha=0.25)
+    label = source if source is not None else caption(dict(zip(frame["by"], frame["source"])))
+    devices = {getattr(s, "device", "") for s in frame["source"]}
+    where = f" on the {devices.pop()}" if len(devices) == 1 else ""
+    heading(ax, f"One tiny kernel{where}: what issuing it costs", label)
+    return ax.figure

@@ -65,11 +65,14 @@ def book_gpu_profile(name: str | None = None, root: str | os.PathLike | None = N
 
 
 def profile_table(found: DeviceProfile | tuple[DeviceProfile, Path] | None, *, live: bool = False,
-                  absent: str = "no profile", instead: str = "") -> Table | Note:
+                  how: bool = True, absent: str = "no profile", instead: str = "") -> Table | Note:
     """The ceilings of a profile (or of :func:`book_gpu_profile`'s ``(profile, path)``) as a table captioned
-    with where they come from; where there is none, a note saying ``absent`` and what is used ``instead``."""
+    with where they come from (``how=False`` leaves out how each was measured); where there is none, a
+    note saying ``absent`` and what is used ``instead``."""
     if found is None:
         return table(None, missing(absent), instead=instead)
     profile = found[0] if isinstance(found, tuple) else found
     frame = ceilings_frame(profile)
+    if not how:
+        frame = frame.drop(columns="how it was measured")
     return table(frame, caption=str(profile_source(profile, live=live)), formats={"share": "{:.0%}"})

@@ -187,3 +187,20 @@ def test_timer_table_writes_times_with_units_and_drops_timers_that_never_ran():
     assert list(out.columns) == ["case", "perfkit.bench", "torch Timer", "perfkit vs Timer"]
     assert "perfkit.bench" in str(pk.table(out))
 
+
+
+# --------------------------------------------------------------------------------------------
+# The book GPU's profile, as the appendix shows it
+
+
+def test_profile_table_can_leave_out_how_each_ceiling_was_measured():
+    found = pk.book.timing.book_gpu_profile()
+    if found is None:
+        pytest.skip("no GPU calibration profile in data/")
+    full = pk.book.timing.profile_table(found)
+    short = pk.book.timing.profile_table(found, how=False)
+    assert "how it was measured" in full.shown.columns
+    assert list(short.shown.columns) == [c for c in full.shown.columns if c != "how it was measured"]
+    assert str(pk.book.timing.profile_source(found[0], live=False)) in str(short)
+    note = pk.book.timing.profile_table(None, how=False, absent="no GPU profile in data/")
+    assert isinstance(note, pk.display.Note)

@@ -12,7 +12,7 @@ from ..lazy import lazy
 
 __all__ = ["GEMM_DTYPES", "alignment_penalty", "alignment_summary", "gemm_alignment", "gemm_sizes",
            "gemm_small_n", "gemm_tile_quantization", "gemm_tile_sizes", "gemm_transposes", "gemm_waves",
-           "measure_gemm", "plot_alignment", "plot_fp8_published", "plot_gemm_sizes", "plot_h100_batched",
+           "measure_gemm", "plot_alignment", "plot_fp8_published", "plot_gemm_sizes", "plot_gemm_waves", "plot_h100_batched",
            "plot_h100_sizes", "plot_layout_spread", "plot_predicted_vs_measured", "plot_quantization_sweep",
            "plot_small_n", "plot_throughput_vs_work", "plot_tile_sizes", "plot_transposes",
            "size_throughput", "experiments", "figures", "problems", "published", "recorded", "verdict",
@@ -23,7 +23,7 @@ _MODULES = {
     "experiments": ["GEMM_DTYPES", "alignment_penalty", "alignment_summary", "gemm_alignment", "gemm_sizes",
         "gemm_small_n", "gemm_tile_quantization", "gemm_tile_sizes", "gemm_transposes", "gemm_waves", "measure_gemm",
         "size_throughput"],
-    "figures": ["plot_alignment", "plot_fp8_published", "plot_gemm_sizes", "plot_h100_batched", "plot_h100_sizes",
+    "figures": ["plot_alignment", "plot_fp8_published", "plot_gemm_sizes", "plot_gemm_waves", "plot_h100_batched", "plot_h100_sizes",
         "plot_layout_spread", "plot_predicted_vs_measured", "plot_quantization_sweep", "plot_small_n",
         "plot_throughput_vs_work", "plot_tile_sizes", "plot_transposes"],
     "problems": [],

@@ -15,19 +15,21 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ...devices import DeviceSpec, device_spec
+from ..._validate import positive_number
+from ...devices import DeviceSpec, device_spec, resolve_spec
 from ...display import Note
 from ...gemm_model import explain_gemm, prediction_error
 from ...meta import FrameMeta
 from ...provenance import Source, caption, modelled, source_of
 from ...published_data import HOW_TO_GET
+from ...quantization import cdiv, wave_quantization
 from ...roofline import gemm_bytes
 from ...then_now import layout_spread
 from ..figures import (book_figure, frame_source, heading, legend_name, named_frames, new_figure, no_data, say,
     single_axes, time_axis)
 
-__all__ = ["plot_alignment", "plot_fp8_published", "plot_gemm_sizes", "plot_h100_batched", "plot_h100_sizes",
-           "plot_layout_spread", "plot_predicted_vs_measured", "plot_quantization_sweep", "plot_small_n",
+__all__ = ["plot_alignment", "plot_fp8_published", "plot_gemm_sizes", "plot_gemm_waves", "plot_h100_batched",
+           "plot_h100_sizes", "plot_layout_spread", "plot_predicted_vs_measured", "plot_quantization_sweep", "plot_small_n",
            "plot_throughput_vs_work", "plot_tile_sizes", "plot_transposes"]
 
 
@@ -67,7 +69,7 @@ def plot_alignment(frame: pd.DataFrame | None, source: Source | str | None = Non
     if (note := no_data(frame, source)) is not None:
         return note
     label = frame_source(frame, source)
-    ax = single_axes(ax, height=4)
+    ax = single_axes(ax, height=3.4)
     for i, (dtype, g) in enumerate(frame.groupby("dtype", sort=False)):
         g = g.sort_values("K")
         aligned = g["aligned"].astype(bool)
@@ -87,30 +89,71 @@ def plot_alignment(frame: pd.DataFrame | None, source: Source | str | None = Non
 
 @book_figure
 def plot_quantization_sweep(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | Note:
-    """TFLOP/s, duration (s) and tile count against N (NVIDIA's Figures 7 and 8), one line per implementation."""
+    """TFLOP/s (left) and duration (s, right) against N (NVIDIA's Figures 7 and 8), one line per
+    implementation, the model of the forced tile dashed and each new wave dotted."""
     if (note := no_data(frame, source)) is not None:
         return note
     label = frame_source(frame, source)
     M, K = int(frame["M"].iloc[0]), int(frame["K"].iloc[0])
-    fig, axes = new_figure(3, 1, height=8)
+    fig, axes = new_figure(1, 2, height=3.4)
     for i, (impl, g) in enumerate(frame.groupby("impl", sort=False)):
         g = g.sort_values("N")
         axes[0, 0].plot(g["N"], g["tflops"], "-", color=f"C{i}", lw=1.2, label=impl)
-        axes[1, 0].plot(g["N"], g["time_s"], "-", color=f"C{i}", lw=1.2, label=impl)
+        axes[0, 1].plot(g["N"], g["time_s"], "-", color=f"C{i}", lw=1.2, label=impl)
         if impl.startswith("triton") and g["predicted_s"].notna().any():
-            axes[1, 0].plot(g["N"], g["predicted_s"], "--", color="black", lw=1, label=f"model, {impl} tile")
-            axes[2, 0].step(g["N"], g["tiles"], where="post", color=f"C{i}", label=f"tiles ({impl})")
+            axes[0, 1].plot(g["N"], g["predicted_s"], "--", color="black", lw=1, label=f"model, {impl} tile")
             for n in g["N"][g["waves"].diff() > 0]:
-                for ax in axes[:, 0]:
+                for ax in axes[0]:
                     ax.axvline(n, color="gray", lw=0.6, ls=":")
     axes[0, 0].set_ylabel("TFLOP/s")
-    time_axis(axes[1, 0])
-    axes[2, 0].set_ylabel("output tiles")
-    axes[2, 0].set_xlabel("N (dotted: a new wave starts)")
-    for ax in axes[:, 0]:
+    time_axis(axes[0, 1])
+    for ax in axes[0]:
+        ax.set_xlabel("N (dotted: a new wave starts)")
         ax.grid(True, alpha=0.25)
         ax.legend(fontsize=8)
     heading(fig, f"Quantization: M = {M}, K = {K}, N swept", label)
+    return fig
+
+
+@book_figure
+def plot_gemm_waves(M: int, N: int, tile: tuple[int, int], spec: DeviceSpec | str, *, blocks_per_sm: int = 1,
+                    height: float = 3.4) -> Figure:
+    """The tiles of an M×N GEMM output coloured by the wave they run in on ``spec``'s SMs.
+
+    :func:`perfkit.book.background.figures.plot_tile_waves` on a short figure (``height`` inches),
+    with the tiles of a partial last wave hatched, a legend, and a title giving the tiles, the
+    waves and the share of the SMs the last wave keeps busy. Captioned as a model of ``spec`` (a
+    GPU's name or :class:`~perfkit.devices.DeviceSpec` with a known SM count).
+    """
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch, Rectangle
+
+    from ..background.figures import plot_tile_waves
+
+    spec = resolve_spec(spec, none_ok=False)
+    if not spec.sms:
+        raise ValueError(f"spec must be a GPU with a known SM count, got {spec.label} ({spec.kind})")
+    height = positive_number("height", height)
+    wq = wave_quantization(M, N, tile, spec.sms, blocks_per_sm)
+    fig, axes = new_figure(height=height)
+    ax = axes[0, 0]
+    plot_tile_waves(M, N, tile, spec.sms, blocks_per_sm=blocks_per_sm, ax=ax, source=modelled(spec))
+    tm, tn = wq.tile
+    cols = cdiv(wq.N, tn)
+    handles = [Patch(fc=f"C{w % 10}", alpha=0.6, label=f"wave {w + 1}") for w in range(min(wq.waves, 8))]
+    if wq.last_wave_tiles < wq.wave_size:  # a partial last wave: its tiles hatched
+        for i in range((wq.waves - 1) * wq.wave_size, wq.tiles):
+            r, c = divmod(i, cols)
+            ax.add_patch(Rectangle((c * tn, r * tm), tn, tm, fill=False, hatch="///", ec="C3", lw=0))
+        handles.append(Patch(fc="none", hatch="///", ec="C3", lw=0, label="partial last wave"))
+    handles.append(Line2D([], [], color="black", lw=2, label=f"useful {wq.M}×{wq.N} output"))
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    busy = wq.last_wave_tiles / wq.wave_size
+    slots = f"{wq.blocks_per_sm} per SM" if wq.blocks_per_sm > 1 else "one per SM"
+    fig.captions = [c for c in fig.captions if c[0] != ax.get_title()]  # the title below replaces it
+    heading(ax, f"{wq.tiles} tiles of {tm}×{tn} in {wq.waves} wave{'s' * (wq.waves != 1)} of {wq.wave_size} "
+                f"({slots}): last wave {wq.last_wave_tiles} tiles ({busy:.0%} busy), "
+                f"{wq.utilization:.1%} of the SM-time useful", modelled(spec))
     return fig
 
 
@@ -174,7 +217,7 @@ def plot_small_n(frame: pd.DataFrame | None, source: Source | str | None = None,
     else:
         say(f"ours: {source or 'no data'}", title="Published data only",
             instead="the published measurements, drawn below")
-    fig, axes = new_figure(1, 2, height=3.8)
+    fig, axes = new_figure(1, 2, height=3.3)
     if ours:
         g = frame.sort_values("N")
         axes[0, 0].plot(g["N"], g["time_s"], "o-", ms=3, label=legend_name(labels["ours"], "measured"))
@@ -214,7 +257,7 @@ def plot_layout_spread(frames: Mapping[str, pd.DataFrame | None], *, ax: Axes | 
     parts, labels = named_frames(frames, sources, keep=_spread_or_empty)
     if not parts:
         return no_data(None, "no frame has a GEMM shape measured in more than one layout")
-    ax = single_axes(ax, height=4)
+    ax = single_axes(ax, height=3.2)
     rng = np.random.default_rng(0)
     ticks = []
     for i, (name, spread) in enumerate(parts.items()):
@@ -244,7 +287,7 @@ def plot_throughput_vs_work(frames: Mapping[str, pd.DataFrame | None], *, dtype:
     parts, labels = named_frames(frames, sources, keep=lambda f: f[f["dtype"].isin(dtypes)])
     if not parts:
         return no_data(None, f"no {' or '.join(dtypes)} GEMMs in {', '.join(map(str, frames)) or 'no frames'}")
-    ax = single_axes(ax, height=4.5)
+    ax = single_axes(ax, height=3.6)
     for i, (name, f) in enumerate(parts.items()):
         work = 2.0 * f["M"] * f["N"] * f["K"] * (f["b"] if "b" in f else 1)
         ax.plot(work, f["tflops"], "o", ms=3, alpha=0.6, color=f"C{i}",

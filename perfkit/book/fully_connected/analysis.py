@@ -19,9 +19,9 @@ from ...meta import FrameMeta
 from ...roofline import batch_crossover, math_bound_batch
 from ...then_now import speedups
 
-__all__ = ["SWEEP_NAMES", "XLA_DTYPES", "batch_speedups", "crossovers", "effects_table", "feature_effects",
-           "frame_device", "overhead_table", "padded_shapes", "pass_overhead", "published_batch_sweeps",
-           "savings_table", "square_layers", "vocab_savings"]
+__all__ = ["SWEEP_NAMES", "XLA_DTYPES", "batch_speedups", "crossover_table", "crossovers", "effects_table",
+           "feature_effects", "frame_device", "overhead_table", "padded_shapes", "pass_overhead",
+           "published_batch_sweeps", "savings_table", "square_layers", "vocab_savings"]
 
 #: The swept dimension of ``fc_features`` in words.
 SWEEP_NAMES = {"in": "inputs", "out": "outputs", "batch": "batch"}
@@ -148,6 +148,13 @@ def crossovers(frames: Mapping[str, pd.DataFrame | None]) -> pd.DataFrame | None
                          "best TFLOP/s": r.best_tflops, "measured crossover": r.crossover_batch,
                          "predicted crossover": float("nan") if predicted is None else float(predicted)})
     return pd.DataFrame(rows) if rows else None
+
+
+def crossover_table(frames: Mapping[str, pd.DataFrame | None]) -> pd.DataFrame | None:
+    """:func:`crossovers` for a reader: device, layer, dtype, "best TFLOP/s", "measured crossover" and
+    "predicted crossover" (the frames' names and fastest times left out). Pure: None if no frame is left."""
+    table = crossovers(frames)
+    return None if table is None else table.drop(columns=["data", "fastest_s"])
 
 
 def batch_speedups(now: pd.DataFrame | None, then: pd.DataFrame | None) -> pd.DataFrame | None:

@@ -27,6 +27,7 @@ from ...shapes import linear_gemms
 from ...experiments.measure import gemm_row, measured_spec, sweep, timing_row
 from ...experiments.registry import register
 from .analysis import feature_effects, pass_overhead, vocab_savings  # noqa: F401  (re-exported)
+from .pricing import PASS_LAYOUTS, predicted as _predicted, vocab_predicted_s
 
 __all__ = ["FC_DTYPES", "PASS_LAYOUTS", "fc_batch", "fc_features", "fc_passes", "feature_effects",
            "feature_points", "pass_overhead", "predicted_features", "predicted_vocab", "vocab_padding",
@@ -34,10 +35,6 @@ __all__ = ["FC_DTYPES", "PASS_LAYOUTS", "fc_batch", "fc_features", "fc_passes", 
 
 #: Storage dtypes the FC experiments accept (a CPU always runs float32).
 FC_DTYPES = ("float16", "bfloat16", "float32")
-
-#: BLAS layout of each pass's GEMM as autograd runs it (torch's row-major names, A then B; see
-#: :func:`perfkit.matmul.matmul_operands`): forward W·Xᵀ, dgrad Wᵀ·dYᵀ, wgrad Xᵀ·dY.
-PASS_LAYOUTS = {"forward": "NT", "dgrad": "TT", "wgrad": "TN"}
 
 _SHAPE = {"M": "GEMM rows (NVIDIA's table: out features in the forward pass)",
           "N": "GEMM columns (the batch in forward and dgrad)", "K": "GEMM inner dimension",
@@ -57,16 +54,6 @@ def _setup(device, dtype, quick):
 
 def _ints(name, values):
     return sequence_of(name, values, positive_int)
-
-
-def _predicted(M, N, K, dtype, spec, layout="NN"):
-    """The model's GemmPrediction for the GEMM stored in ``layout`` (perfkit.gemm_alignment), or None."""
-    if spec is None:
-        return None
-    try:
-        return explain_gemm(M, N, K, dtype, spec, layout=layout)
-    except LookupError:  # no peak or bandwidth known for this dtype on this device
-        return None
 
 
 def _layer_bytes(B, I, O, dtype):
@@ -284,17 +271,12 @@ def _vocab_points(multiples):
 
 def _vocab_row(phase, impl, m, V, I, T, d, spec, t=None):
     """One ``vocab_padding`` row: measured when ``t`` (a Measurement) is given, else the model alone."""
-    width = pad_to_multiple(V, m)
-    gemms = linear_gemms(T, I, width)
-    preds = [_predicted(*gemms[u], d, spec, LINEAR_LAYOUTS[u]) for u in (["forward"] if phase == "forward" else gemms)]
-    predicted = sum(p.predicted_s for p in preds) if all(preds) else np.nan
-    if all(preds) and impl.endswith("sliced") and phase != "forward" and width > V:
-        predicted += itemsize(d) * T * (width + 2 * V) / preds[0].bandwidth_ceiling  # zeros, then dY copied in
     timing = timing_row(t) if t is not None else {"time_s": np.nan, "iqr_s": np.nan}
-    return {"phase": phase, "impl": impl, "multiple": m, "vocab": V, "out_features": width, "tokens": T,
-            "in_features": I, "dtype": d, **timing,
-            "tflops": t.tflop_s(len(preds) * gemm_flops(T, I, V)) if t is not None else np.nan,
-            "predicted_s": predicted}
+    gemms = 1 if phase == "forward" else 3  # forward+backward: dgrad and wgrad too
+    return {"phase": phase, "impl": impl, "multiple": m, "vocab": V, "out_features": pad_to_multiple(V, m),
+            "tokens": T, "in_features": I, "dtype": d, **timing,
+            "tflops": t.tflop_s(gemms * gemm_flops(T, I, V)) if t is not None else np.nan,
+            "predicted_s": vocab_predicted_s(phase, impl, m, V, I, T, d, spec)}
 
 
 @register("vocab_padding", "Output projection of a language model (768 → GPT-2's 50257 logits) against the "
@@ -333,3 +315,4 @@ def predicted_vocab(spec, *, vocab: int = 50257, in_features: int = 768, tokens:
     d = canonical_dtype(dtype)
     rows = [_vocab_row(*p, V, I, T, d, spec) for p in _vocab_points(_ints("multiples", multiples))]
     return pd.DataFrame(rows, columns=list(_VOCAB_COLUMNS))
+

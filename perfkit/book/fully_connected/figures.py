@@ -24,6 +24,7 @@ from ...gemm_model import predict_gemm_time
 from ...meta import FrameMeta
 from ...provenance import Source, caption, modelled, source_of
 from ...roofline import arithmetic_intensity, batch_crossover, math_bound_batch
+from .pricing import repriced
 from ..figures import (book_figure, frame_source, heading, legend_name, named_frames, new_figure, no_data, say,
     single_axes, time_axis)
 
@@ -45,6 +46,7 @@ def plot_fc_passes(frame: pd.DataFrame | None, source: Source | str | None = Non
     if (note := no_data(frame, source)) is not None:
         return note
     label = frame_source(frame, source)
+    frame = repriced(frame)  # a recording's model line is today's model
     ax = single_axes(ax, height=4.2)
     for i, phase in enumerate(p for p in _PHASES if p in set(frame["phase"])):
         part = frame[frame["phase"] == phase]
@@ -100,6 +102,7 @@ def plot_fc_batch(frame: pd.DataFrame | None, source: Source | str | None = None
         return note
     ours = frame is not None and len(frame) > 0
     if ours:
+        frame = repriced(frame)  # a recording's model line is today's model
         layer = _layer(frame)
         for name in [n for n, f in then.items() if _layer(f) != layer]:
             say(f"{name} is another layer or dtype ({_layer(then.pop(name))} against ours {layer})",
@@ -258,8 +261,9 @@ def plot_fc_features(frame: pd.DataFrame | None, source: Source | str | None = N
     if (note := no_data(frame, source)) is not None:
         return note
     label = frame_source(frame, source)
+    frame = repriced(frame)  # a recording's model line is today's model
     sweeps = list(dict.fromkeys(frame["sweep"]))
-    fig, axes = new_figure(len(sweeps), 1, height=2.6 * len(sweeps) + 1)
+    fig, axes = new_figure(len(sweeps), 1, height=2.3 * len(sweeps) + 1)
     measured = frame["time_s"].notna().any()
     names = {"in": "input features (K)", "out": "output features (M)", "batch": "batch (N)"}
     for ax, s in zip(axes[:, 0], sweeps):
@@ -300,6 +304,7 @@ def plot_vocab_padding(frame: pd.DataFrame | None, source: Source | str | None =
     if (note := no_data(frame, source)) is not None:
         return note
     label = frame_source(frame, source)
+    frame = repriced(frame)  # a recording's model line is today's model
     measured = frame["time_s"].notna().any()
     phases = list(dict.fromkeys(frame["phase"]))
     fig, axes = new_figure(1, len(phases), height=3.8)

@@ -146,18 +146,16 @@ def alternatives(published: Mapping[str, pd.DataFrame | None] | None,
     align, tile = feature_gains(features)
     vocab8, vocab64 = vocab_gains(as_measured(predicted_vocab(spec)))
     layer = f"{LAYER}²"
-    xla_where = f"CUPTI kernel time; {layer}, the batch as N"
+    xla_where = f"{layer}, the batch as N"
     return {
         "passes": from_model(1.0, spec, "by construction: the model prices a layer as its three GEMMs, with no "
                                         "framework overhead"),
         "crossover": prefer(
-            from_published(crossover_fold(bf16, h100), bf16, f"{xla_where}, bf16: measured ÷ predicted "
-                           "crossover"),
+            from_published(crossover_fold(bf16, h100), bf16, f"{xla_where}, bf16: crossover ÷ predicted"),
             from_model(crossover_fold(model16, spec), spec, f"the model's sweep of {layer}, float16: its "
                        "crossover ÷ the roofline's")),
         "crossover_tf32": prefer(
-            from_published(crossover_fold(tf32, h100), tf32, f"{xla_where}, TF32: measured ÷ predicted "
-                           "crossover"),
+            from_published(crossover_fold(tf32, h100), tf32, f"{xla_where}, TF32: crossover ÷ predicted"),
             from_model(crossover_fold(model32, spec), spec, f"the model's sweep of {layer}, TF32: its "
                        "crossover ÷ the roofline's")),
         "batch_gain": prefer(
@@ -165,11 +163,10 @@ def alternatives(published: Mapping[str, pd.DataFrame | None] | None,
                            f"{xla_where}, bf16: best TFLOP/s ÷ at batch 256 (XLA's smallest)"),
             from_model(batch_gain(model16), spec, f"the model's sweep of {layer}, float16: best TFLOP/s ÷ "
                        f"TFLOP/s at batch {SMALL_BATCH}")),
-        "align": from_model(align, spec, "the model has no alignment term (today's cuBLAS uses Tensor Cores "
-                                         "at any size)"),
+        "align": from_model(align, spec, "align gain of the model's feature sweeps, worst dimension"),
         "tile": from_model(tile, spec, "tile gain of the model's feature sweeps, worst dimension"),
-        "vocab8": from_model(vocab8, spec, "forward+backward, nn.Linear: the model prices only the extra work"),
-        "vocab64": from_model(vocab64, spec, "forward+backward, nn.Linear: the model prices only the extra work"),
+        "vocab8": from_model(vocab8, spec, "forward+backward, nn.Linear: the model's speedup"),
+        "vocab64": from_model(vocab64, spec, "forward+backward, nn.Linear: the model's speedup"),
     }
 
 
@@ -196,19 +193,19 @@ def findings(frames: Mapping[str, pd.DataFrame | None], *,
     saving8, saving64 = vocab_gains(now["vocab_padding"])
     return [
         finding("A layer is three GEMMs", "NVIDIA FC guide (Table)",
-                "forward, dgrad, wgrad cost their GEMMs", now=gemm_share(now["fc_passes"]),
+                "each pass costs its GEMM", now=gemm_share(now["fc_passes"]),
                 band=THEIR_GEMMS, fmt="{:.2f}",
-                where="§1: GEMMs alone ÷ autograd, largest batch", on=now["fc_passes"],
+                where="§1: GEMM ÷ autograd, largest batch", on=now["fc_passes"],
                 instead=alt["passes"]),
         finding("Batch > 128 (V100)", "NVIDIA FC guide",
-                "math-bound from the batch whose intensity reaches the ridge",
+                "math-bound once intensity reaches the ridge",
                 then=fold_then, now=fold_now, holds_at=0.67, gone_below=0.33,
-                fmt="{:.2f}", where="§2: measured ÷ predicted crossover, 4096²", on=batch,
+                fmt="{:.2f}", where="§2: crossover ÷ predicted, 4096²", on=batch,
                 instead=alt["crossover"]),
         finding("… and in TF32", "NVIDIA MM background guide",
-                "math-bound once intensity reaches the TF32 ridge (half the FLOP/s, twice the bytes)",
+                "the same at the TF32 ridge",
                 now=crossover_fold(tf32, spec_of(batch)), holds_at=0.67, gone_below=0.33, fmt="{:.2f}",
-                where="§2: measured ÷ predicted crossover, 4096², TF32", on=batch, instead=alt["crossover_tf32"]),
+                where="§2: crossover ÷ predicted, 4096², TF32", on=batch, instead=alt["crossover_tf32"]),
         finding("Larger batches are more efficient", "NVIDIA FC guide",
                 "TFLOP/s grows with the batch", then=batch_gain(then), now=batch_gain(batch),
                 holds_at=2, gone_below=1.2, fmt="{:.1f}×",
@@ -218,7 +215,7 @@ def findings(frames: Mapping[str, pd.DataFrame | None], *,
                 gone_below=1.03, where="§3: align gain, worst dimension", on=now["fc_features"],
                 instead=alt["align"]),
         finding("Divisible by 64, ideally 256", "NVIDIA FC guide",
-                "better tiling for small dimensions", now=tile_gain, holds_at=1.1,
+                "better tiles when small", now=tile_gain, holds_at=1.1,
                 gone_below=1.03, where="§3: tile gain, worst dimension", on=now["fc_features"],
                 instead=alt["tile"]),
         finding("Pad the vocabulary to ×8", "NVIDIA Tips blog (Tip 1)",

@@ -240,3 +240,44 @@ def test_a_cpu_run_on_a_gpu_machine_predicts_nothing(short_bench):
     with placement.use(spec=pk.device_spec("H100-SXM")):  # measured on a GPU, but run on the CPU
         frame = fc.fc_batch(device="cpu", in_features=16, out_features=16, batches=[2, 4], progress=False)
     assert frame["predicted_s"].isna().all() and (frame["predicted_bound"] == "").all()
+
+
+def _recorded(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` as if recorded on an H100 SXM, with a stale prediction (1 s everywhere)."""
+    return framed(frame.assign(time_s=1e-3, predicted_s=1.0), device="H100-SXM", device_kind="gpu",
+                  recorded_at="2026-11-20T10:00:00+00:00")
+
+
+def test_a_recording_is_drawn_with_todays_model():
+    """A recording keeps the prediction of the model it was recorded with; ``repriced`` (and so the
+    figures) price it again with today's model, each GEMM in the layout the experiment times."""
+    from perfkit.gemm_alignment import LINEAR_LAYOUTS
+
+    h100 = pk.device_spec("H100-SXM")
+    vocab = _recorded(fc.predicted_vocab(h100))
+    again = book.fully_connected.repriced(vocab)
+    assert again["predicted_s"].to_numpy() == pytest.approx(fc.predicted_vocab(h100)["predicted_s"].to_numpy())
+    assert (vocab["predicted_s"] == 1.0).all() and again.attrs["meta"] == vocab.attrs["meta"]
+    fig = book.fully_connected.plot_vocab_padding(vocab)
+    ticks = [line for line in fig.axes[0].lines if line.get_marker() == "|"]
+    assert list(ticks[0].get_xdata()) == pytest.approx(list(again[again["phase"] == "forward"]["predicted_s"]))
+
+    feats = _recorded(fc.predicted_features(h100, sweeps=("in",), center=256, span=64, fixed=512))
+    want = [pk.explain_gemm(r.M, r.N, r.K, "float16", h100, layout="NT").predicted_s for r in feats.itertuples()]
+    assert book.fully_connected.repriced(feats)["predicted_s"].to_numpy() == pytest.approx(want)
+
+    rows = [dict(batch=64, phase=p, impl=impl, M=M, N=N, K=K, dtype="float16", in_features=256, out_features=512)
+            for impl in ("autograd", "gemm") for p, (M, N, K) in pk.linear_gemms(64, 256, 512).items()]
+    passes = book.fully_connected.repriced(_recorded(pd.DataFrame(rows)))
+    for r in passes.itertuples():
+        layout = LINEAR_LAYOUTS[r.phase] if r.impl == "autograd" else fc.PASS_LAYOUTS[r.phase]
+        assert r.predicted_s == pytest.approx(pk.explain_gemm(r.M, r.N, r.K, "float16", h100,
+                                                              layout=layout).predicted_s)
+
+    batch = _recorded(pd.DataFrame({"M": 512, "N": [1, 64], "K": 256, "dtype": "float16", "predicted_bound": ""}))
+    assert set(book.fully_connected.repriced(batch)["predicted_bound"]) <= {"math", "memory", "latency"}
+    # live runs (priced as they ran), CPU runs, frames of no known GPU and None are left as they are
+    for same in (framed(vocab, live=True, device_name="NVIDIA H100 80GB HBM3"), framed(vocab, CPU_LIVE),
+                 fc.predicted_vocab(h100), framed(vocab, device_name="Some Future GPU", device_kind="gpu")):
+        assert book.fully_connected.repriced(same) is same
+    assert book.fully_connected.repriced(None) is None

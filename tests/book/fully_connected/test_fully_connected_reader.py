@@ -3,6 +3,7 @@ problems (perfkit.book.fully_connected.problems) and the verdicts (perfkit.book.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -16,7 +17,7 @@ from perfkit.book.fully_connected import experiments as fc_exp
 from perfkit.book.fully_connected import analysis as fc_analysis
 from perfkit.book.fully_connected import interactive as fc
 from perfkit.book.interactive import MAX_HTML_BYTES, figure_json, html_bytes
-from testkit import H100, H100_NAME, V100, framed, heading_text
+from testkit import CPU_LIVE, H100, H100_NAME, V100, framed, heading_text
 
 
 # --------------------------------------------------------------------------------------------
@@ -352,8 +353,8 @@ def test_analyses_pass_none_through():
         assert fn(None) is None, fn.__name__
     assert fc_analysis.crossovers({"ours": None}) is None
     assert fc_analysis.batch_speedups(None, pk.published("deepbench_gemm", "V100-SXM2")) is None
-    note = pk.table(fc_analysis.overhead_table(None), "no GPU here", instead="the CPU run below")
-    assert isinstance(note, pk.display.Note) and note.instead == "the CPU run below"
+    note = pk.table(fc_analysis.overhead_table(None), "no GPU here")
+    assert isinstance(note, pk.display.Note) and note.text == "No GPU here" and not note.instead
 
 
 def test_reader_tables_have_words_and_seconds():
@@ -387,15 +388,39 @@ def test_crossovers_of_deepbench_and_of_a_recording():
     assert set(speed["batch"]) == {16, 64} and (speed["layer"] == "4096→4096").all()
 
 
-def test_crossover_of_a_live_cpu_run_uses_this_cpu(short_bench):
-    cpu = fc_exp.fc_batch(device="cpu", in_features=64, out_features=64, batches=(1, 16), progress=False)
-    row = fc_analysis.crossovers({"this CPU": cpu}).iloc[0]
-    here = pk.current_device()
-    if here.kind == "cpu":
-        assert row["device"] == here.name
-        assert row["predicted crossover"] == pk.math_bound_batch(64, 64, here, "float32")
-    else:  # on a GPU machine the CPU's ceilings are not known here
-        assert math.isnan(row["predicted crossover"])
+def _cpu_sweep(crossover: float = 64.0) -> pd.DataFrame:
+    """A live 1024 → 1024 FP32 sweep on a CPU whose two asymptotes meet at ``crossover`` rows: made-up
+    times, so nothing depends on this machine's speed."""
+    best, rows = 0.5e12, []
+    for B in (1, 4, 16, 64, 256, 1024):
+        t = max(crossover * 2 * 1024 * 1024 / best, 2 * 1024 * B * 1024 / best)
+        rows.append(dict(M=1024, N=B, K=1024, dtype="float32", time_s=t, tflops=2 * 1024 * B * 1024 / t / 1e12))
+    return framed(rows, CPU_LIVE, device_kind="cpu")
+
+
+def test_crossover_of_a_live_cpu_run_uses_this_cpu(monkeypatch):
+    """A live CPU sweep is predicted with the ceilings of the CPU it ran on (this machine's), and with
+    none on a GPU machine. A hand-built sweep and a made-up CPU: deterministic on any machine."""
+    cpu = dataclasses.replace(H100, name="CPU (synthetic, 2 cores)", kind="cpu", sms=2)
+    monkeypatch.setattr(fc_analysis, "current_device", lambda: cpu)
+    row = fc_analysis.crossovers({"this CPU": _cpu_sweep()}).iloc[0]
+    assert row["device"] == cpu.name and row["layer"] == "1024→1024"
+    assert row["measured crossover"] == pytest.approx(64)
+    assert row["predicted crossover"] == pk.math_bound_batch(1024, 1024, cpu, "float32")
+    monkeypatch.setattr(fc_analysis, "current_device", lambda: H100)  # run here, but here is a GPU
+    row = fc_analysis.crossovers({"this CPU": _cpu_sweep()}).iloc[0]
+    assert math.isnan(row["predicted crossover"]) and row["device"] == CPU_LIVE["device_name"]
+
+
+def test_crossover_table_is_the_readers_columns():
+    predicted = pk.math_bound_batch(4096, 4096, H100)
+    frames = {"ours": _batch_with_crossover(predicted * 1.5), "none": None}
+    table = fc_analysis.crossover_table(frames)
+    assert list(table.columns) == ["device", "layer", "dtype", "best TFLOP/s", "measured crossover",
+                                   "predicted crossover"]
+    assert table.loc[0, "measured crossover"] == pytest.approx(1.5 * predicted)
+    assert fc_analysis.crossover_table({"none": None}) is None
+    assert isinstance(pk.table(fc_analysis.crossover_table({}), "why"), pk.display.Note)
 
 
 def test_frame_device_reads_the_metadata_like_the_verdicts():

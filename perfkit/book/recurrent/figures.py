@@ -44,7 +44,7 @@ def plot_combine_time(frame: pd.DataFrame | None, source: Source | str | None = 
     if (note := no_data(frame, source)) is not None:
         return note
     label = frame_source(frame, source)
-    fig, axes = new_figure(1, 2, height=4)
+    fig, axes = new_figure(1, 2, height=3.6)
     for i, ((cell, h), g) in enumerate(frame.groupby(["cell", "hidden"], sort=False)):
         t = g.pivot_table(index=["batch", "timesteps"], columns="method", values=["time_s", "tflops"]).reset_index()
         columns = t["batch"] * t["timesteps"]
@@ -77,7 +77,7 @@ def plot_rnn_hidden(frame: pd.DataFrame | None, source: Source | str | None = No
         return note
     label = frame_source(frame, source)
     cells = list(dict.fromkeys(frame["cell"]))
-    fig, axes = new_figure(1, len(cells), height=4)
+    fig, axes = new_figure(1, len(cells), height=3.6)
     classes = ["multiple of 256", "of 64 or 128", "of 32", "of 8 or 16", "not a multiple of 8"]
     colours = dict(zip(classes, ("C2", "C0", "C1", "C4", "C3")))
     for ax, cell in zip(axes[0], cells):
@@ -166,7 +166,7 @@ def plot_rnn_layers(frame: pd.DataFrame | None, source: Source | str | None = No
     x = {tuple(r): i for i, r in enumerate(shapes.itertuples(index=False))}
     lib = "cudnn" if "cudnn" in set(frame["impl"]) else "torch cpu"
     base = frame[frame["impl"] == lib].set_index(keys)["time_s"]
-    fig, axes = new_figure(2, 1, height=6.5)
+    fig, axes = new_figure(2, 1, height=5)
     for impl, g in frame.groupby("impl", sort=False):
         colour, marker = _IMPL_STYLE.get(impl, ("C5", "x"))
         xs = [x[tuple(r)] for r in g[keys].itertuples(index=False)]
@@ -297,7 +297,7 @@ def plot_persistent(frame: pd.DataFrame | None, source: Source | str | None = No
         return note
     label = frame_source(frame, source)
     hs = sorted(frame["hidden"].unique())
-    fig, axes = new_figure(1, len(hs), height=4)
+    fig, axes = new_figure(1, len(hs), height=3.6)
     for ax, h in zip(axes[0], hs):
         part = frame[frame["hidden"] == h]
         for impl, g in part.groupby("impl", sort=False):

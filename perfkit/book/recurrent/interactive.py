@@ -23,7 +23,7 @@ from ...devices import DeviceSpec, resolve_spec
 from ...dtypes import canonical_dtype, itemsize
 from ...gemm_model import GemmPrediction, explain_gemm
 from ...kernels.cupy_rnn import max_persistent_hidden, persistent_rnn_plan
-from ...provenance import Source, caption, modelled, published_counterparts, source_of
+from ...provenance import Source, caption, published_counterparts, source_of
 from ...roofline import gemm_flops
 from ...shapes import RNN_GATES, rnn_gemms
 from ...units import format_time
@@ -201,6 +201,28 @@ def _title(title: str, lines: list[str]) -> dict:
     return dict(out, text=out["text"] + "".join(f"<br><sup>{html.escape(line)}</sup>" for line in lines[1:]))
 
 
+def _source_lines(specs: Sequence[DeviceSpec], published: Sequence[Source | None]) -> list[str]:
+    """Where the curves and the markers come from, in one short line each: ``"curves: model of
+    H100-SXM and V100-SXM2"``, and the published frames' sources with one publisher said once
+    (``"markers: published by Baidu DeepBench, measured on Tesla V100-SXM2 (cuBLAS 10.1, cuDNN 7.6,
+    2019), …"``)."""
+    lines = ["curves: model of " + " and ".join(s.name for s in specs)]
+    by: dict[str, dict[str, list[str]]] = {}  # publisher → device → details and years
+    other: list[str] = []
+    for src in published:
+        if isinstance(src, Source) and src.kind == "published" and src.by and src.device:
+            said = by.setdefault(src.by, {}).setdefault(src.device, [])
+            said += [d for d in (src.detail, src.date) if d and d not in said]
+        elif src is not None:
+            other.append(str(src))
+    for publisher, devices in by.items():
+        on = ", ".join(f"{device} ({', '.join(sorted(d, key=str.isdigit))})" for device, d in devices.items())
+        other.insert(0, f"published by {publisher}, measured on {on}")
+    if other:
+        lines.append("markers: " + "; ".join(dict.fromkeys(other)))
+    return lines
+
+
 def recurrent_step(frame: pd.DataFrame | None = None, source: Source | str | None = None, *,
                    gemms: Mapping[str, pd.DataFrame | None] | None = None,
                    layers: Mapping[str, pd.DataFrame | None] | None = None, cell: str = "rnn",
@@ -262,10 +284,7 @@ def recurrent_step(frame: pd.DataFrame | None = None, source: Source | str | Non
     ys = [v for st in states for t in st.traces[:len(specs)] + st.traces[2 * len(specs):] for v in t["y"]
           if v is not None and v > 0]
     low, high = math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))
-    parts = {f"{s.name} curves": modelled(s) for s in specs}
-    parts.update({f"{k} GEMMs": source_of(f) for k, f in gemms.items()})
-    parts.update({f"{k} layers": source_of(f) for k, f in layers.items()})
-    lines = [f"{name}: {caption([src])}" for name, src in parts.items()]
+    lines = _source_lines(specs, [source_of(f) for f in (*gemms.values(), *layers.values())])
     lines.append("ours: " + (caption([source_of(frame) or source]) if frame is not None
                              else "none given (model and published data only)"))
     rows = "H" if RNN_GATES[cell] == 1 else f"{RNN_GATES[cell]}H"

@@ -110,10 +110,10 @@ def effects(frames: Mapping[str, pd.DataFrame | None]) -> dict[str, float | None
     e["loop_cost"] = throughput_ratio(layers, "impl", "cudnn", "gemm loop")  # §5
     e["graph_cost"] = throughput_ratio(layers, "impl", "cudnn", "gemm loop (CUDA graph)")
 
-    e["then_batch"] = throughput_ratio(v100_rnn, "batch", 128, 16)  # §6
+    e["then_batch"] = throughput_ratio(v100_rnn, "batch", 128, 16)  # §5: then and now
     e["now_batch"] = throughput_ratio(deepbench_comparable(layers), "batch", 128, 16)
 
-    e["vs_loop"] = throughput_ratio(persistent, "impl", "persistent", "gemm loop", batch=4)  # §7
+    e["vs_loop"] = throughput_ratio(persistent, "impl", "persistent", "gemm loop", batch=4)  # §6
     e["vs_cudnn"] = throughput_ratio(persistent, "impl", "persistent", "cudnn", batch=4)
     return e
 
@@ -171,7 +171,7 @@ def model_effects(spec: DeviceSpec) -> dict[str, float | None]:
                        "time_s": predicted_s(*g["input"], "float16", spec)
                        + t * predicted_s(*g["recurrent"], "float16", spec)})
     e["now_batch"] = throughput_ratio(deepbench_comparable(pd.DataFrame(layers)), "batch", 128, 16)
-    step = explain_gemm(2048, 4, 2048, "float16", spec)  # §7: one loop step at minibatch 4, U reloaded
+    step = explain_gemm(2048, 4, 2048, "float16", spec)  # §6: one loop step at minibatch 4, U reloaded
     on_chip = 2.0 * 2048 * 4 * 2048 / step.flop_s_ceiling  # its FLOPs at the achievable rate, U on chip
     e["vs_loop"] = e["vs_cudnn"] = step.predicted_s / on_chip
     return e
@@ -193,9 +193,9 @@ def alternatives(published: Mapping[str, pd.DataFrame | None] | None,
                            f"(XLA's smallest N is {XLA_STEP_BATCH})"),
             from_model(m["wide_speedup"], spec, "LSTM H = 1024: 64 steps of N = 16 ÷ one GEMM of N = 1024")),
         "gain_32": from_model(m["gain_32"], spec, "recurrent GEMM, H = 2560, float16"),
-        "pen_125": from_model(m["pen_125"], spec, "recurrent GEMM, H = 2560; the model has no alignment term"),
-        "h_1024": from_model(m["h_1024"], spec, "recurrent GEMMs at batch 32 and 128; no alignment term"),
-        "h_2560": from_model(m["h_2560"], spec, "recurrent GEMMs at batch 32 and 128; no alignment term"),
+        "pen_125": from_model(m["pen_125"], spec, "recurrent GEMM, H = 2560"),
+        "h_1024": from_model(m["h_1024"], spec, "recurrent GEMMs at batch 32 and 128"),
+        "h_2560": from_model(m["h_2560"], spec, "recurrent GEMMs at batch 32 and 128"),
         "spread": from_model(1.0, spec, "the model has no layout term: it prices every layout alike"),
         "batch": from_model(m["now_batch"], spec, "DeepBench's layers as their GEMMs, batch 128 ÷ 16"),
         "loop": from_model(1.0, spec, alike),
@@ -231,14 +231,14 @@ def findings(frames: Mapping[str, pd.DataFrame | None], *,
         F("Fix the layout (NN, not TN)", svail, "slower layout ÷ faster, recurrent GEMM", now=e["spread"],
           then=e["then_spread"], holds_at=1.3, **strict, where="§4", on=batch, instead=alt["spread"]),
         F("Doubling the minibatch costs < 2× the time", nvidia, "batch 128 vs 16: TFLOP/s of whole layers",
-          now=e["now_batch"], then=e["then_batch"], holds_at=3, **strict, where="§6", on=layers,
+          now=e["now_batch"], then=e["then_batch"], holds_at=3, **strict, where="§5", on=layers,
           instead=alt["batch"]),
         F("Use cuDNN", nvidia, "cuDNN faster than an eager loop of GEMMs", now=e["loop_cost"], holds_at=1.5,
           **strict, where="§5", on=layers, instead=alt["loop"]),
         F("Use cuDNN", nvidia, "cuDNN faster than the loop replayed from a CUDA graph", now=e["graph_cost"],
           holds_at=1.5, **strict, where="§5", on=layers, instead=alt["graph"]),
         F("Persistent kernels at small batch", svail16, "about 30× a GEMM-per-step loop at minibatch 4",
-          now=e["vs_loop"], then=30, holds_at=10, **strict, where="§7", on=persistent, instead=alt["vs_loop"]),
+          now=e["vs_loop"], then=30, holds_at=10, **strict, where="§6", on=persistent, instead=alt["vs_loop"]),
         F("Persistent kernels at small batch", svail16, "faster than the vendor library at minibatch 4",
-          now=e["vs_cudnn"], holds_at=2, **strict, where="§7", on=persistent, instead=alt["vs_cudnn"]),
+          now=e["vs_cudnn"], holds_at=2, **strict, where="§6", on=persistent, instead=alt["vs_cudnn"]),
     ]

@@ -56,6 +56,9 @@ def test_registered_figure_builds_small_and_labelled():
     assert len(fig.states) >= 10 and "2560" in fig.states and "1760" in fig.states  # DeepBench's H added
     title = fig.figure.layout.title.text
     assert "model of H100-SXM" in title and "published by Baidu DeepBench" in title
+    # one short line each for the curves, the published markers and ours: the publisher said once
+    assert title.count("<br>") <= 3 and title.count("published by") == 1
+    assert "Tesla V100-SXM2 (cuBLAS 10.1, cuDNN 7.6, 2019)" in title
     assert fig.figure.layout.sliders[0].steps[fig.figure.layout.sliders[0].active].label == "2560"
 
 
@@ -282,6 +285,16 @@ def test_cpu_runs_are_never_now_but_compute_like_the_chapter(short_bench):
     speed = analysis.combine_speedup(combine)
     assert relabelled["wide_speedup"] == speed[speed["columns"] >= 1024]["speedup"].median()
     assert relabelled["h_1024"] is None  # no rnn_hidden frame
+
+
+def test_each_rule_points_at_a_section_of_the_chapter():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[3] / "chapters" / "04_recurrent.md").read_text(encoding="utf-8")
+    sections = {int(n) for n in re.findall(r"^## (\d+)\. ", text, re.M)}
+    wheres = {f.where for f in verdicts.findings({})}
+    assert wheres and {int(w.lstrip("§")) for w in wheres} <= sections, (wheres, sections)
 
 
 def test_findings_refuse_bad_frames():

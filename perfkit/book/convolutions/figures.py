@@ -43,7 +43,7 @@ def plot_conv_passes(frame: pd.DataFrame | None, source: Source | str | None = N
     if (note := no_data(frame, source)) is not None:
         return note
     label = frame_source(frame, source)
-    ax = single_axes(ax, height=4.2)
+    ax = single_axes(ax, height=3.3)
     layers = list(dict.fromkeys(frame["layer"]))
     width = 0.8 / 3
     for j, phase in enumerate(p for p in _PHASE_COLOURS if p in set(frame["phase"])):
@@ -82,7 +82,7 @@ def plot_conv_channels(frame: pd.DataFrame | None, source: Source | str | None =
     label = frame_source(frame, source)
     measured = frame["time_s"].notna().any()
     dtypes, ranges = list(dict.fromkeys(frame["dtype"])), _clusters(frame["C"])
-    fig, axes = new_figure(len(dtypes), len(ranges), height=2.6 * len(dtypes) + 1)
+    fig, axes = new_figure(len(dtypes), len(ranges), height=2.0 * len(dtypes) + 0.7)
     for i, dtype in enumerate(dtypes):
         for j, cs in enumerate(ranges):
             ax = axes[i, j]
@@ -119,7 +119,7 @@ def plot_first_layer(frame: pd.DataFrame | None, source: Source | str | None = N
         return note
     label = frame_source(frame, source)
     phases = list(dict.fromkeys(frame["phase"]))
-    fig, axes = new_figure(1, len(phases), height=4.2)
+    fig, axes = new_figure(1, len(phases), height=3.6)
     for ax, phase in zip(axes[0], phases):
         g = frame[frame["phase"] == phase].reset_index(drop=True)
         base = g[g["channels"] == 3].set_index("stem")["time_s"]
@@ -152,22 +152,24 @@ def plot_conv_layout(frame: pd.DataFrame | None, source: Source | str | None = N
     label = frame_source(frame, source)
     layers = list(dict.fromkeys(frame["layer"]))
     variants = list(dict.fromkeys(zip(frame["op"], frame["layout"], frame["cudnn_benchmark"])))
-    fig, axes = new_figure(1, 2, height=4.5)
+    fig, axes = new_figure(1, 2, height=3.6)
     width = 0.8 / len(variants)
     colours = {("NCHW", False): "#9ecae1", ("NCHW", True): "C0", ("NHWC", False): "#a1d99b", ("NHWC", True): "C2"}
     for k, (op, layout, flag) in enumerate(variants):
         g = frame[(frame["op"] == op) & (frame["layout"] == layout) & (frame["cudnn_benchmark"] == flag)]
         g = g.set_index("layer").reindex(layers)
         x = np.arange(len(layers)) + (k - (len(variants) - 1) / 2) * width
-        name = f"{layout}, benchmark {'on' if flag else 'off'}" if op == "forward" else f"{op} (NCHW→NHWC)"
+        name = f"{layout}, benchmark {'on' if flag else 'off'}" if op == "forward" else f"{op}\n(NCHW→NHWC)"
         for ax, col in zip(axes[0], ("time_s", "first_call_s")):
             ax.bar(x, g[col], width, color=colours.get((layout, bool(flag)), "C1"), label=name)
     for ax, what in zip(axes[0], ("steady state", "first call")):
         time_axis(ax, what, log=True)
-        ax.set_xticks(range(len(layers)), [n.replace(", ", "\n") for n in layers], fontsize=6)
+        ax.set_xticks(range(len(layers)), [n.replace(", ", "\n").replace(" ", "\n", 1) for n in layers], fontsize=6)
         ax.grid(True, axis="y", which="both", alpha=0.25)
-    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside lower center", ncol=3, fontsize=7,
-               frameon=False)
+    # beside the right panel, an Axes legend that constrained layout makes room for: a figure legend
+    # hangs from fig.bbox, which a tight savefig swaps for the tight box, onto the caption under it
+    axes[0, 1].legend(*axes[0, 0].get_legend_handles_labels(), loc="upper left", bbox_to_anchor=(1.02, 1),
+                      fontsize=6, frameon=False)
     r = frame.iloc[0]
     heading(fig, f"Layouts and autotuning: forward convolutions, batch {int(r['N'])}, {r['dtype']}", label)
     return fig
@@ -185,7 +187,7 @@ def plot_conv_params(frame: pd.DataFrame | None, source: Source | str | None = N
     label = frame_source(frame, source)
     sweeps = list(dict.fromkeys(frame["sweep"]))
     measured = frame["time_s"].notna().any()
-    fig, axes = new_figure(2, len(sweeps), height=5.5)
+    fig, axes = new_figure(2, len(sweeps), height=4.3)
     for j, name in enumerate(sweeps):
         g = frame[frame["sweep"] == name].sort_values("swept")
         if measured:
@@ -260,7 +262,7 @@ def plot_conv_then_now(frames: Mapping[str, pd.DataFrame | None], *, only: str |
     keys = (base if base is not None else pd.concat([f[_DB_KEYS] for f in ordered]))[_DB_KEYS]
     shapes = keys.drop_duplicates().reset_index(drop=True)
     x = {tuple(r): i for i, r in enumerate(shapes.itertuples(index=False))}
-    fig, axes = new_figure(3, 1, height=8)
+    fig, axes = new_figure(3, 1, height=5.2)
     for i, (name, f) in enumerate(parts.items()):
         f = f[[tuple(r) in x for r in f[_DB_KEYS].itertuples(index=False)]]
         xs = [x[tuple(r)] for r in f[_DB_KEYS].itertuples(index=False)]
@@ -273,7 +275,7 @@ def plot_conv_then_now(frames: Mapping[str, pd.DataFrame | None], *, only: str |
         ax.set_xticks(range(len(shapes)), [""] * len(shapes))
     axes[2, 0].set_xticks(range(len(shapes)), [_db_label(r) for r in shapes.itertuples()], rotation=90,
                           fontsize=5 if len(shapes) > 30 else 6)
-    axes[0, 0].legend(fontsize=7)
+    axes[0, 0].legend(fontsize=7, ncol=5, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
     if base is None and only is not None:
         say(f"{only} has no data, so the shapes of every frame are drawn", title="Every shape drawn")
     dtypes = sorted({str(d) for f in parts.values() for d in f["dtype"].unique()}) if all(

@@ -36,7 +36,7 @@ from .analysis import DB_COLUMNS, PHASES, channel_points, conv_flops, conv_shape
 from .experiments import DEEPBENCH_CONVS
 
 __all__ = ["FIGURES", "MENU_ENTRY_PX", "RESNET_3X3", "channel_states", "channels_figure", "deepbench_figure",
-           "deepbench_layers", "menu_height", "pass_predictions", "pass_times"]
+           "deepbench_layers", "menu_height", "pass_predictions", "pass_times", "title_px"]
 
 #: The layer of the chapter's §2 (and of ``conv_channels`` on a GPU): a 3×3, stride-1 convolution with
 #: padding 1 on 56×56 images at batch 32 (ResNet-50's conv2_x); C = K is what the slider moves.
@@ -138,16 +138,27 @@ def _measured_channels(frame: pd.DataFrame | None, dtype: str, batch: int, size:
     return rows.groupby("C")[["time_s", "tflops"]].median()
 
 
+#: Pixels of the title block: its top padding, the title's line and each source line under it.
+_TITLE_PAD_PX, _TITLE_PX, _SOURCE_LINE_PX = 16, 20, 20
+
+
 def _heading(title: str, parts: dict[str, Any]) -> dict:
     """:func:`heading` with one line per source of ``parts`` (name → Source or None, None skipped; a name
-    that starts with ``_`` is not printed)."""
+    that starts with ``_`` is not printed), hung from the figure's top edge so that its lines grow down
+    into the top margin (:func:`title_px` of them), not around its middle into the plot."""
     named = [(n, src) for n, src in parts.items() if src is not None]
     if len(named) == 1:
-        return heading(title, named[0][1])
-    lines = [str(src) if n.startswith("_") else f"{n}: {src}" for n, src in named]
-    out = heading(title, lines[0])
-    out["text"] += "".join(f"<br><sup>{html.escape(line)}</sup>" for line in lines[1:])
-    return out
+        out = heading(title, named[0][1])
+    else:
+        lines = [str(src) if n.startswith("_") else f"{n}: {src}" for n, src in named]
+        out = heading(title, lines[0])
+        out["text"] += "".join(f"<br><sup>{html.escape(line)}</sup>" for line in lines[1:])
+    return {**out, "yref": "container", "y": 1.0, "yanchor": "top", "pad": {"t": _TITLE_PAD_PX}}
+
+
+def title_px(title: dict) -> int:
+    """Pixels from the figure's top edge to the bottom of a :func:`_heading` title block."""
+    return _TITLE_PAD_PX + _TITLE_PX + _SOURCE_LINE_PX * title["text"].count("<br>")
 
 
 def _gemm_ticks(pred: dict[str, GemmPrediction]) -> dict[str, Any]:
@@ -224,7 +235,8 @@ def channels_figure(frame: pd.DataFrame | None = None, *, spec: Any = None, dtyp
     lines = {"model": modelled(spec), "measured forward": source_of(frame) if has_data else None}
     if not has_data:
         title += " (model only)"
-    layout = {"title": _heading(title, lines), "height": 560, "margin": {"t": 110 if has_data else 90, "b": 40},
+    heading_ = _heading(title, lines)  # the C = K annotation sits between it and the plot
+    layout = {"title": heading_, "height": 460, "margin": {"t": title_px(heading_) + 30, "b": 40},
               "xaxis": {"domain": [0, 0.55], "title": {"text": "C = K (channels)"}},
               "yaxis": {"title": {"text": "TFLOP/s"}, "rangemode": "tozero"},
               "xaxis2": {"domain": [0.66, 1], "anchor": "y2", "tickfont": {"size": 10}},
@@ -333,8 +345,9 @@ def deepbench_figure(published: pd.DataFrame | None = None, ours: pd.DataFrame |
     title = f"DeepBench's training convolutions against the GEMM model, per pass ({dtype})"
     if published is None and ours is None:
         title += " (model only)"
-    top = 75 + 16 * len(sources)
-    layout = {"title": _heading(title, sources), "barmode": "group", "height": menu_height(top, len(states)),
+    heading_ = _heading(title, sources)
+    top = title_px(heading_) + 45  # the menu's button sits between the title block and the plot
+    layout = {"title": heading_, "barmode": "group", "height": menu_height(top, len(states)),
               "margin": {"t": top}, "yaxis": {"type": "log", "title": {"text": "time per pass"}},
               "xaxis": {"title": {"text": ""}}}
     fig = with_menu(traces, states, active=active, layout=layout)

@@ -7,6 +7,7 @@ known answers and on DeepBench's published V100 and P100 convolutions.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import matplotlib
@@ -305,3 +306,48 @@ def test_summaries_of_published_convolutions_on_made_up_frames():
     assert conv_analysis.median_speedup(new, old.assign(C=1)) is None  # no shape in common
     assert conv_analysis.median_speedup(None, old) is None
     assert conv.predicted_published(None, pk.device_spec("V100-SXM2")) is None
+
+
+def _drawn_texts(fig) -> list:
+    """(text, window box) of every text ``fig`` draws: titles, labels, legends, annotations, its
+    caption, and the tick labels inside each axis' view (those outside are not drawn)."""
+    renderer = fig.canvas.get_renderer()
+    fig.draw(renderer)
+    texts = list(fig.texts) + [t for lg in fig.legends for t in lg.get_texts()]
+    for ax in fig.axes:
+        texts += [ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts]
+        texts += ax.get_legend().get_texts() if ax.get_legend() else []
+        for axis, i in ((ax.xaxis, 0), (ax.yaxis, 1)):
+            lo, hi = sorted(axis.get_view_interval())
+            texts += [t for t in axis.get_ticklabels(which="both") if lo <= t.get_position()[i] <= hi]
+    if fig._suptitle is not None and fig._suptitle not in texts:
+        texts.append(fig._suptitle)
+    return [(t, t.get_window_extent(renderer)) for t in texts if t.get_visible() and t.get_text().strip()]
+
+
+def test_figures_of_the_recordings_keep_their_texts_apart():
+    """Drawn from the recordings the chapter shows, with the caption under them, no two texts of a
+    figure overlap. The layout figure's legend is an Axes legend: a figure legend hangs from fig.bbox,
+    which a tight savefig swaps for the tight box, and the caption under the figure then sits on it."""
+    from perfkit.book.frames import recorded
+
+    frames = recorded(NAMES)
+    if any(frame is None for frame in frames.values()):
+        pytest.skip("the chapter's recordings are not all here")
+    then = pk.provenance.published_counterparts("conv_deepbench")
+    figs = [book.convolutions.plot_conv_passes(frames["conv_passes"]),
+            book.convolutions.plot_conv_channels(frames["conv_channels"]),
+            book.convolutions.plot_first_layer(frames["conv_first_layer"]),
+            book.convolutions.plot_conv_layout(frames["conv_layout"]),
+            book.convolutions.plot_conv_params(frames["conv_params"]),
+            book.convolutions.plot_conv_then_now({"ours": frames["conv_deepbench"], **then}, only="ours")]
+    for fig in figs:
+        fig.to_png()  # adds the caption
+        boxes = _drawn_texts(fig)
+        for (a, box_a), (b, box_b) in itertools.combinations(boxes, 2):
+            dx = min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0)
+            dy = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
+            assert dx <= 0.5 or dy <= 0.5, f"{heading_text(fig)!r}: {a.get_text()!r} overlaps {b.get_text()!r}"
+        width = fig.bbox.width
+        assert all(-1 <= box.x0 and box.x1 <= width + 1 for _, box in boxes), heading_text(fig)
+    assert not figs[3].legends  # the layout figure's legend sits beside its right panel

@@ -384,3 +384,16 @@ def test_the_open_deepbench_menu_fits_in_its_figure():
     assert ic.menu_height(100, 30) == 100 + 30 * ic.MENU_ENTRY_PX + 20
     with pytest.raises(ValueError):
         ic.menu_height(100, 0)
+
+
+def test_titles_hang_from_the_top_above_the_plot():
+    """A title of several source lines hangs from the figure's top edge, and the top margin holds it
+    and what sits under it (the C = K annotation, the menu's button): no source line on a tick label."""
+    figures = [ic.channels_figure(), ic.channels_figure(_channels_frame()), ic.deepbench_figure()]
+    for figure in figures:
+        layout = figure.figure.layout
+        assert (layout.title.yref, layout.title.y, layout.title.yanchor) == ("container", 1.0, "top")
+        lines = layout.title.text.count("<br>") + 1
+        assert layout.margin.t >= ic.title_px(layout.title.to_plotly_json()) + 30
+        assert ic.title_px(layout.title.to_plotly_json()) >= 20 * lines
+    assert figures[1].figure.layout.margin.t > figures[0].figure.layout.margin.t  # one more source line

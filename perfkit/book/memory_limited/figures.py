@@ -89,11 +89,12 @@ def _fit_row(fits: pd.DataFrame | None, keys: dict) -> pd.Series | None:
 
 def _time_vs_bytes(frame: pd.DataFrame, keys: list[str], colours: dict, title: str, *,
                    fits: pd.DataFrame | None, ceiling: float | None, caption_text: str) -> Figure:
-    """Two panels against bytes: duration (log-log) and GB/s; one series per ``keys`` group, coloured
-    by ``colours[group without pass]`` and styled by pass; the model's predicted_s dotted black."""
+    """Two panels side by side against bytes: duration (log-log) and GB/s; one series per ``keys``
+    group, coloured by ``colours[group without pass]`` and styled by pass; the model's predicted_s
+    dotted black."""
     measured = frame["time_s"].notna().any()
-    fig, axes = new_figure(2, 1, height=7.5)
-    ax_t, ax_g = axes[:, 0]
+    fig, axes = new_figure(1, 2, height=3.6)
+    ax_t, ax_g = axes[0]
     for group, g in frame.groupby(keys, sort=False):
         group = group if isinstance(group, tuple) else (group,)
         named = dict(zip(keys, group))
@@ -115,7 +116,7 @@ def _time_vs_bytes(frame: pd.DataFrame, keys: list[str], colours: dict, title: s
     _gbps_axis(ax_g, ceiling)
     for ax in (ax_t, ax_g):
         _bytes_axis(ax, "bytes moved per pass (pk.layer_bytes)")
-    shared_legend(fig, (ax_t, ax_g), ncol=3)
+    shared_legend(fig, (ax_t, ax_g), ncol=4)
     heading(fig, title + ("" if measured else " (model only)"), caption_text)
     return fig
 
@@ -160,39 +161,38 @@ def _passes(frame: pd.DataFrame) -> Iterable[str]:
 @book_figure
 def plot_batchnorm_sizes(frame: pd.DataFrame | None, source: Source | str | None = None, *,
                          ceiling: float | None = None, ceiling_source: Source | str | None = None) -> Figure | Note:
-    """``batchnorm_sizes``: one column per pass. Top: duration against elements, NCHW and NHWC, with
-    the persistent (dashed) and two-pass (dotted) models where the GPU model applies. Bottom: GB/s
-    if the kernel moved the persistent model's bytes (filled) or the two-pass model's (open): a
-    two-pass reading above the copy ``ceiling`` is impossible, so that kernel moved fewer bytes."""
+    """``batchnorm_sizes``: one panel per pass, GB/s against input elements, NCHW and NHWC in their
+    colours: the bandwidth if the kernel moved the persistent model's bytes (filled) or the two-pass
+    model's (open, dotted), the persistent model's own (dashed black) where the GPU model applies, and
+    the copy ``ceiling`` (dashed gray). A two-pass reading above the ceiling is impossible, so that
+    kernel moved fewer bytes; both layouts move the same bytes, so their GB/s ratio is their speedup."""
     if (note := no_data(frame, source)) is not None:
         return note
     label = frame_source(frame, source)
     passes = list(_passes(frame))
-    fig, axes = new_figure(2, len(passes), height=7)
+    fig, axes = new_figure(1, len(passes), height=3.6)
     for j, p in enumerate(passes):
-        ax_t, ax_g = axes[0, j], axes[1, j]
+        ax = axes[0, j]
         part = frame[frame["pass"] == p]
         for i, (lay, g) in enumerate(part.groupby("layout", sort=False)):
             g = g.sort_values("elements")
             color, impl = f"C{i}", str(g["impl"].iloc[0]).removesuffix("Backward0")
-            ax_t.plot(g["elements"], g["time_s"], "o-", ms=4, color=color, label=f"{lay} ({impl})")
             for col, style, what in (("bytes_persistent", "o-", "persistent"), ("bytes_two_pass", "s:", "two-pass")):
-                ax_g.plot(g["elements"], g[col] / g["time_s"] / 1e9, style, ms=4, color=color,
-                          mfc=None if what == "persistent" else "white", label=f"{lay}, {what} bytes")
+                ax.plot(g["elements"], g[col] / g["time_s"] / 1e9, style, ms=4, color=color,
+                        mfc=None if what == "persistent" else "white", label=f"{lay} ({impl}), {what} bytes")
         model = part.drop_duplicates("elements").sort_values("elements")
-        for col, style, what in (("predicted_s", "--", "persistent"), ("predicted_two_pass_s", ":", "two-pass")):
-            if model[col].notna().any():
-                ax_t.plot(model["elements"], model[col], style, color="black", lw=1.2, label=f"model, {what}")
-        time_axis(ax_t, f"{p} duration", log=True)
-        _gbps_axis(ax_g, ceiling)
-        for ax in (ax_t, ax_g):
-            ax.set_xscale("log")
-            ax.xaxis.set_major_formatter(EngFormatter())
-            ax.set_xlabel(f"input elements (N·{int(part['C'].iloc[0])}·H·W)")
-            ax.grid(True, which="both", alpha=0.25)
-    shared_legend(fig, axes.ravel(), ncol=3)
-    heading(fig, f"Batch norm in training mode, {frame['dtype'].iloc[0]}: NCHW against NHWC, persistent against "
-                 "two-pass bytes", _sources(label, ceiling, ceiling_source))
+        if model["predicted_s"].notna().any():
+            ax.plot(model["elements"], model["bytes_persistent"] / model["predicted_s"] / 1e9, "--", color="black",
+                    lw=1.2, label="model, persistent")
+        _gbps_axis(ax, ceiling)
+        ax.set_title(p, fontsize=9)
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(EngFormatter())
+        ax.set_xlabel(f"input elements (N·{int(part['C'].iloc[0])}·H·W)")
+        ax.grid(True, which="both", alpha=0.25)
+    shared_legend(fig, axes.ravel(), ncol=2)
+    heading(fig, f"Batch norm in training mode, {frame['dtype'].iloc[0]}: the GB/s each byte count implies",
+            _sources(label, ceiling, ceiling_source))
     return fig
 
 

@@ -56,7 +56,7 @@ def plot_fusion(frame: pd.DataFrame | None, source: Source | str | None = None) 
     measured = frame["time_s"].notna().any()
     p = _pairs(frame)
     y = np.arange(len(p))[::-1].astype(float)
-    fig, axes = new_figure(1, 2, height=1.4 + 0.6 * len(p))
+    fig, axes = new_figure(1, 2, height=1.2 + 0.42 * len(p))
     ax_t, ax_s = axes[0]
     t_e, t_c = (p[c] if measured else p[c.replace("time", "predicted")] for c in ("time_s", "time_s_c"))
     ax_t.barh(y + 0.2, t_e, height=0.38, color="gray", alpha=1 if measured else 0.6, label="eager")

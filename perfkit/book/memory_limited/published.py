@@ -316,26 +316,25 @@ _NAMES = {"device": "GPU", "label": "kernel", "dtype": "dtype", "hidden": "hidde
           "ratio": "measured (×)", "predicted_ratio": "model (×)", "bytes_ratio": "bytes (×)"}
 
 
-def bandwidth_table(forward: pd.DataFrame | None, *, seconds: str = "s") -> pd.DataFrame | None:
-    """:func:`liger_forward`'s rows at each provider's largest size, for ``pk.table``: bytes,
-    measured and model time (in ``seconds``: "s", "ms", "µs"), GB/s, % of the datasheet bandwidth,
-    model error. None in, None out."""
+def bandwidth_table(forward: pd.DataFrame | None) -> pd.DataFrame | None:
+    """:func:`liger_forward`'s rows at each provider's largest size, for ``pk.table``: GPU, kernel,
+    the bytes the byte model counts, the GB/s they imply, % of the datasheet bandwidth and the
+    model's error. Six columns, so that each stays wider than its longest word on a page's column
+    (select rows first, e.g. ``forward[forward["role"] == "fused"]``). None in, None out."""
     if forward is None:
         return None
     f = forward[forward["bytes"].notna() & ~forward["twin"]]
     top = f[f["hidden"] == f.groupby(["device", "kernel", "provider"])["hidden"].transform("max")]
-    top = top.sort_values(["device", "role", "fraction"], ascending=[False, False, False]).astype({"kernels": int})
-    cols = ["device", "label", "dtype", "hidden", "kernels", "bytes", "time_s", "predicted_s", "gbps", "fraction",
-            "error"]
-    return readable(top, cols, names=_NAMES, seconds=seconds)
+    top = top.sort_values(["device", "role", "fraction"], ascending=[False, False, False])
+    return readable(top, ["device", "label", "bytes", "gbps", "fraction", "error"], names=_NAMES)
 
 
 def pairs_table(pairs: pd.DataFrame | None) -> pd.DataFrame | None:
-    """:func:`fusion_pairs` at each pair's largest size, for ``pk.table``: the eager and fused
-    kernels, the measured ratio, the model's, the bytes' and the model's error. None in, None out."""
+    """:func:`fusion_pairs` at each pair's largest size, for ``pk.table``: the eager code (each
+    against the fused kernel that replaces it), its kernel count, the measured eager ÷ fused ratio,
+    the model's and the model's error; six columns. None in, None out."""
     if pairs is None:
         return None
     top = pairs[pairs["largest"]].astype({"eager_kernels": int})
-    cols = ["device", "eager_label", "eager_kernels", "fused_label", "hidden", "ratio", "predicted_ratio",
-            "bytes_ratio", "error"]
+    cols = ["device", "eager_label", "eager_kernels", "ratio", "predicted_ratio", "error"]
     return readable(top, cols, names=_NAMES)

@@ -265,6 +265,20 @@ def test_figures_draw_published_model_and_nothing():
         pk.book.memory_limited.plot_fusion_published(bare)
 
 
+def test_tables_for_the_page_keep_six_columns():
+    """The page's column is about 800 px: six columns leave each wider than its longest word."""
+    fwd = mp.liger_forward(_needs("liger_memory_bound"))
+    fused = mp.bandwidth_table(fwd[fwd["role"] == "fused"])
+    assert list(fused.columns) == ["GPU", "kernel", "MB moved (model)", "GB/s", "% of datasheet",
+                                   "model error (%)"]
+    assert len(fused) == 7 and fused["kernel"].str.startswith("Liger").all()  # one row per kernel and GPU
+    assert fused["% of datasheet"].between(70, 95).all()
+    pairs = mp.pairs_table(mp.fusion_pairs(fwd))
+    assert list(pairs.columns) == ["GPU", "eager", "eager kernels", "measured (×)", "model (×)",
+                                   "model error (%)"]
+    assert mp.bandwidth_table(None) is None and mp.pairs_table(None) is None
+
+
 def test_figures_of_the_published_tables():
     liger = _needs("liger_memory_bound")
     fig = pk.book.memory_limited.plot_published_time_vs_bytes(mp.liger_forward(liger))

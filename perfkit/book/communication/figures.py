@@ -74,7 +74,7 @@ def plot_sizes(series: Mapping[str, pd.DataFrame | None], sources: Mapping[str, 
         names = ", ".join(series) if series else "an empty mapping"
         return nothing_drawn(f"no {op} rows to draw: {names} are missing here (a published table that is not "
                              "installed, an experiment with no run or recording) or hold none")
-    fig, axes = new_figure(1, 2, height=4.6)
+    fig, axes = new_figure(1, 2, height=4.2)
     ax_t, ax_b = axes[0]
     sizes = []
     for i, (name, frame) in enumerate(parts.items()):
@@ -114,11 +114,12 @@ def plot_sizes(series: Mapping[str, pd.DataFrame | None], sources: Mapping[str, 
 @book_figure
 def plot_data_parallel(frame: pd.DataFrame | None, source: Source | str | None = None) -> Figure | Note:
     """:func:`~.analysis.data_parallel_sweep`: the step's time (compute alone dotted) and the share of
-    it the all-reduce leaves exposed, against the batch per GPU, one colour per setup."""
+    it the all-reduce leaves exposed, against the batch per GPU, one colour per setup; the legend sits
+    in the time panel, so that every text stays inside the figure."""
     if frame is None or not len(frame):
         return nothing_drawn("no data-parallel rows to draw")
     label = frame_source(frame, source)
-    fig, axes = new_figure(1, 2, height=4.4)
+    fig, axes = new_figure(1, 2, height=3.8)
     ax_t, ax_s = axes[0]
     for i, (setup, g) in enumerate(frame.groupby("setup", sort=False)):
         g = g.sort_values("batch")
@@ -138,7 +139,9 @@ def plot_data_parallel(frame: pd.DataFrame | None, source: Source | str | None =
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("batch per GPU (sequences)")
         ax.grid(True, alpha=0.3)
-    shared_legend(fig, (ax_t, ax_s), ncol=2)
+    # inside the time panel's empty lower right (below the curves, which start at the compute's time):
+    # a figure legend below the panels would meet the caption under the figure
+    ax_t.legend(loc="lower right", fontsize=7, frameon=True, framealpha=0.9, edgecolor="none")
     first = frame.iloc[0]
     heading(fig, f"Data parallel: {first['gradient_bytes'] / 1e6:,.0f} MB of gradients in {int(first['buckets'])} "
             "buckets, all-reduced behind the backward pass", label)

@@ -29,7 +29,7 @@ GiB = 2**30
 
 
 # Problem 1: bus bandwidth from a measured time.
-_P1_BYTES, _P1_TIME_S = GiB, 4.72e-3  # XLA's 8× H100 all-reduce of 1 GiB (the chapter's §3)
+_P1_BYTES, _P1_TIME_S = GiB, 4.72e-3  # XLA's 8× H100 all-reduce of 1 GiB (the chapter's §2)
 
 
 def _busbw_gbps() -> float:

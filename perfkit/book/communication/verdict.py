@@ -131,13 +131,11 @@ def published_effects(xla: pd.DataFrame | None) -> dict[str, float | None]:
 
 
 _WHERE = {
-    "latency": f"§3: busbw of the largest all-reduce ÷ of {SMALL_BYTES / 1e3:.0f} KB, {RANKS} GPUs",
-    "gpu_count": f"§4: busbw of the largest all-reduce, {RANKS} GPUs ÷ {FEW}",
-    "buckets": f"§6: busbw of one {BUCKET_BYTES // 2**20} MiB bucket ÷ of the largest all-reduce, {RANKS} GPUs",
-    "overlap": f"§6: GPT-2 small, {DP_BATCH} × 1024 tokens per GPU: backward (6N rule) ÷ its fp32 gradients' "
-               f"all-reduce in 25 MiB buckets, {RANKS} GPUs",
-    "tensor_parallel": f"§7: LLaMA-2-70B layer, {TP_TOKENS} tokens, TP {RANKS}: GEMMs and attention ÷ its two "
-                       "all-reduces",
+    "latency": f"§2: busbw of the largest all-reduce ÷ of {SMALL_BYTES / 1e3:.0f} KB, {RANKS} GPUs",
+    "gpu_count": f"§3: busbw of the largest all-reduce, {RANKS} GPUs ÷ {FEW}",
+    "buckets": f"§4: busbw of a {BUCKET_BYTES // 2**20} MiB bucket ÷ of the largest, {RANKS} GPUs",
+    "overlap": f"§4: GPT-2 small, {DP_BATCH} × 1024 tokens per GPU: backward ÷ its bucketed all-reduce",
+    "tensor_parallel": f"§5: LLaMA-2-70B layer, {TP_TOKENS} tokens, TP {RANKS}: math ÷ its two all-reduces",
 }
 
 

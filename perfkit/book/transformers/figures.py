@@ -64,7 +64,7 @@ def plot_attention(frame: pd.DataFrame | None, source: Source | str | None = Non
         return note
     label = frame_source(frame, source)
     measured = _measured(frame)
-    fig, axes = new_figure(1, 2, height=4.6)
+    fig, axes = new_figure(1, 2, height=4.3)
     ax_t, ax_r = axes[0]
     scale, unit = _rate_unit(frame["flops"] / (frame["time_s"] if measured else frame["predicted_s"]))
     for (backend, causal), g in frame.groupby(["backend", "causal"], sort=False):
@@ -97,7 +97,7 @@ def plot_head_dims(frame: pd.DataFrame | None, source: Source | str | None = Non
         return note
     label = frame_source(frame, source)
     measured = _measured(frame)
-    fig, axes = new_figure(height=4.0)
+    fig, axes = new_figure(height=3.5)
     ax = axes[0, 0]
     scale, unit = _rate_unit(frame["flops"] / (frame["time_s"] if measured else frame["predicted_s"]))
     for backend, g in frame.groupby("backend", sort=False):
@@ -160,7 +160,7 @@ def plot_decode(frame: pd.DataFrame | None, source: Source | str | None = None, 
         raise ValueError(f"bandwidth must be a positive number of bytes/s or None, got {bandwidth!r}")
     label = frame_source(frame, source)
     measured = _measured(frame)
-    fig, axes = new_figure(1, 2, height=4.4)
+    fig, axes = new_figure(1, 2, height=4.1)
     ax_t, ax_g = axes[0]
     heads = int(frame["heads"].iloc[0])
     for i, (kv, g) in enumerate(frame.groupby("kv_heads", sort=False)):

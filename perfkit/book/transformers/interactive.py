@@ -140,16 +140,17 @@ def decode_roofline(model: Mapping[str, int] = LLAMA2_7B, specs: Sequence[str | 
             where = ("never math-bound" if first is None else f"math-bound from batch {first}"
                      + ("" if first <= fit else " (beyond memory)"))
             notes.append((s, f"{'MHA' if kv == m['heads'] else f'GQA {kv}'} fits batch ≤ {fit}, {where}"))
-        note = f"context {c} tokens:<br>" + "<br>".join(
+        note = f"context {c} tokens (predicted: an upper bound, no kernel overheads):<br>" + "<br>".join(
             f"{g.name}: " + "; ".join(text for on, text in notes if on is g) for g in gpus)
         states.append(State(f"{c}", updates, {"annotations[0].text": note}))
 
     title = f"{model_name} decoding: tokens/s against batch, while weights + KV cache fit in memory"
     layout = {
+        # the y axis's title is short enough to stay beside the plot (a long one ran up into the heading)
         "title": heading(title, caption([modelled(s) for s in gpus])), "height": 560,
         "margin": {"t": 130, "l": 70, "r": 30, "b": 90},
         "xaxis": {"type": "log", "title": "batch (sequences decoded together)", "dtick": 0.30103},
-        "yaxis": {"type": "log", "title": "predicted tokens/s (an upper bound: no kernel overheads)",
+        "yaxis": {"type": "log", "title": {"text": "predicted tokens/s", "standoff": 8},
                   "exponentformat": "SI"},
         "annotations": [{"text": "", "xref": "paper", "yref": "paper", "x": 0, "y": 1.02, "xanchor": "left",
                          "yanchor": "bottom", "align": "left", "showarrow": False, "font": {"size": 10}}],

@@ -13,7 +13,7 @@ from ..lazy import lazy
 __all__ = ["MODELS", "advisor_fixes", "advisor_layers", "finding_savings", "largest_savings", "model_inputs",
            "plot_advice_vs_measured", "plot_fix_savings", "plot_savings", "plot_step_breakdown",
            "rule_summary", "step_summary", "score_ops", "score_fixes", "step_ratios", "fix_summary", "error_stats",
-           "FAMILIES", "FITTED", "family_table", "predict_rows", "TARGETS", "Report", "validation_report", "targets",
+           "FAMILIES", "FITTED", "family_rows", "family_table", "predict_rows", "TARGETS", "Report", "validation_report", "targets",
            "print_report", "peer_table", "plot_validation", "peer_steps", "peer_ops",
            "experiments", "figures", "held_out", "families", "report", "validation_figures", "peers", "problems",
            "interactive"]
@@ -24,7 +24,7 @@ _MODULES = {
         "model_inputs", "rule_summary", "step_summary"],
     "figures": ["plot_advice_vs_measured", "plot_fix_savings", "plot_savings", "plot_step_breakdown"],
     "held_out": ["score_ops", "score_fixes", "step_ratios", "fix_summary", "error_stats"],
-    "families": ["FAMILIES", "FITTED", "family_table", "predict_rows"],
+    "families": ["FAMILIES", "FITTED", "family_rows", "family_table", "predict_rows"],
     "report": ["TARGETS", "Report", "validation_report", "targets", "print_report", "peer_table"],
     "validation_figures": ["plot_validation"],
     "peers": ["peer_steps", "peer_ops"],

@@ -6,7 +6,7 @@ convolutions (``conv_*``), recurrent layers (``rnn_cudnn``), attention (``attent
 (``decode_steps``). :data:`FITTED` says which recordings fitted which constants; every other recording,
 and the real models of :mod:`.held_out`, is scored on data the models never saw. :func:`predict_rows`
 gives one recording's rows a ``predicted_s`` column from today's models (NaN, with ``unpredicted``, for a
-row no model covers); :func:`family_table` summarises them. Pure functions of frames; units: seconds.
+row no model covers); :func:`family_rows` gathers them and :func:`family_table` summarises them. Pure functions of frames; units: seconds.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ...transformer import predict_attention_time, predict_decode_time
 from ...validation import RECORDED_FITS, with_predictions
 from .held_out import error_stats
 
-__all__ = ["FAMILIES", "FITTED", "family_table", "predict_rows"]
+__all__ = ["FAMILIES", "FITTED", "ROW_COLUMNS", "family_rows", "family_table", "predict_rows"]
 
 #: Recording → what was fitted on it (everything not listed is held out from every fit).
 FITTED: dict[str, str] = {
@@ -179,15 +179,39 @@ def predict_rows(name: str, frame: pd.DataFrame, spec: DeviceSpec) -> pd.DataFra
     return out
 
 
-def family_table(frames: dict[str, pd.DataFrame], spec: DeviceSpec) -> pd.DataFrame:
-    """One row per recording: family, split ("fit: …" or "held out"), n, median and p90 |error|, median
-    signed error (+: the model is too fast), and rows left unpredicted."""
-    rows = []
+#: Columns of :func:`family_rows`.
+ROW_COLUMNS = ("family", "recording", "split", "time_s", "predicted_s", "ratio")
+
+
+def family_rows(frames: dict[str, pd.DataFrame], spec: DeviceSpec) -> pd.DataFrame:
+    """Every row of every recording a family covers, predicted on ``spec``: family, recording, split
+    (``"fit"`` for a recording that fitted a constant, :data:`FITTED`, else ``"held out"``), time_s
+    (measured), predicted_s (NaN where no model covers the row) and ratio (measured ÷ predicted)."""
+    parts = []
     for name, frame in frames.items():
         if name not in FAMILIES:
             continue
         scored = predict_rows(name, frame, spec)
-        rows.append({"family": FAMILIES[name][0], "recording": name,
-                     "split": f"fit: {FITTED[name]}" if name in FITTED else "held out",
-                     **error_stats(scored["ratio"]), "unpredicted": int(scored["predicted_s"].isna().sum())})
-    return pd.DataFrame(rows)
+        parts.append(pd.DataFrame({"family": FAMILIES[name][0], "recording": name,
+                                   "split": "fit" if name in FITTED else "held out",
+                                   "time_s": scored["time_s"].to_numpy(dtype=float),
+                                   "predicted_s": scored["predicted_s"].to_numpy(dtype=float),
+                                   "ratio": scored["ratio"].to_numpy(dtype=float)}))
+    if not parts:
+        return pd.DataFrame(columns=list(ROW_COLUMNS))
+    return pd.concat(parts, ignore_index=True)[list(ROW_COLUMNS)]
+
+
+def family_table(frames: dict[str, pd.DataFrame] | None, spec: DeviceSpec | None = None, *,
+                 rows: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per recording: family, split ("fit: …" or "held out"), n, median and p90 |error|, median
+    signed error (+: the model is too fast), and rows left unpredicted. From ``frames`` predicted on
+    ``spec``, or from ``rows`` already predicted (:func:`family_rows`)."""
+    if rows is None:
+        rows = family_rows(frames, spec)
+    out = []
+    for name, g in rows.groupby("recording", sort=False):
+        out.append({"family": g["family"].iloc[0], "recording": name,
+                    "split": f"fit: {FITTED[name]}" if name in FITTED else "held out",
+                    **error_stats(g["ratio"]), "unpredicted": int(g["predicted_s"].isna().sum())})
+    return pd.DataFrame(out)

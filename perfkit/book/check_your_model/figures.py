@@ -104,7 +104,7 @@ def plot_step_breakdown(advices: Advice | Mapping[str, Advice] | None, *, ax: Ax
     named = _advices(advices)
     if (note := _no_advice(named)) is not None:
         return note
-    ax = single_axes(ax, height=1.6 + 0.75 * len(named))
+    ax = single_axes(ax, height=1.4 + 0.5 * len(named))
     y = np.arange(len(named))[::-1].astype(float)
     shares = {}
     for name, a in named.items():

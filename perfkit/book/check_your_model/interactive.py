@@ -129,7 +129,7 @@ def model_menu(advices: Mapping[str, Advice] | None = None, *, active: int | str
                      cliponaxis=False, name="share of the step", hovertemplate="%{y}: %{text}<extra></extra>"),
               go.Bar(y=list(RULES), orientation="h", xaxis="x2", yaxis="y2", textposition="outside",
                      cliponaxis=False, name="predicted saving", hovertemplate="%{y}: %{text}<extra></extra>")]
-    layout = {"height": 620, "showlegend": False, "margin": {"l": 100, "r": 30, "t": 95, "b": 50},
+    layout = {"height": 540, "showlegend": False, "margin": {"l": 100, "r": 30, "t": 95, "b": 50},
               "xaxis": {"domain": [0, 1], "anchor": "y", "range": [0, 1.25], "tickformat": ".0%",
                         "tickvals": [0, 0.2, 0.4, 0.6, 0.8, 1.0],
                         "title": {"text": "share of the predicted step, by kind of work"}},

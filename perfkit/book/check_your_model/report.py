@@ -22,7 +22,7 @@ from ...data import data_root, load, recordings
 from ...devices import DeviceSpec, device_spec, match_driver_name
 from ...provenance import Source, source_of
 from ...units import format_time
-from .families import FAMILIES, FITTED, family_table
+from .families import FAMILIES, FITTED, family_rows, family_table
 from .held_out import MIN_SAVING_S, fix_summary, score_fixes, score_ops, step_ratios
 from .peers import peer_steps
 
@@ -55,6 +55,7 @@ class Report:
     steps: pd.DataFrame | None = None
     fixes: pd.DataFrame | None = None
     fixes_uncalibrated: pd.DataFrame | None = None
+    rows: pd.DataFrame | None = None  # every microbenchmark row with its prediction (families.family_rows)
     problems: list[str] = field(default_factory=list)  # recordings that could not be read
     notes: list[str] = field(default_factory=list)  # what is not scored for want of a recording
 
@@ -83,7 +84,8 @@ def validation_report(root: Any = None, *, models: bool = True, uncalibrated: st
             except (OSError, ValueError, LookupError) as e:
                 problems.append(f"{name}: {e}")
         spec = _spec_for(mine["device_name"].iloc[0])
-        report = Report(slug, spec, family_table({n: f for n, f in frames.items() if n in FAMILIES}, spec),
+        rows = family_rows({n: f for n, f in frames.items() if n in FAMILIES}, spec)
+        report = Report(slug, spec, family_table(None, rows=rows), rows=rows,
                         source=source_of(next(iter(frames.values()))) if frames else "", problems=problems)
         missing = [n for n in FAMILIES if n not in frames]
         if missing:

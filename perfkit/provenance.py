@@ -131,6 +131,40 @@ def missing(reason: str) -> Source:
     return Source("missing", detail=reason)
 
 
+def models_of(specs: Iterable[DeviceSpec]) -> str:
+    """The label of curves computed from several specs: ``"model of H100-SXM and V100-SXM2"``."""
+    names = [s.name for s in specs]
+    if not names:
+        raise ValueError("models_of needs at least one DeviceSpec")
+    return "model of " + " and ".join(names)
+
+
+def published_together(sources: Iterable[Source | str | None]) -> list[str]:
+    """The labels of several sources with each publisher said once: ``"published by Baidu
+    DeepBench, measured on Tesla V100-SXM2 (cuBLAS 10.1, 2019), Tesla P100 (2017)"``, then the
+    other sources' labels; None entries are skipped."""
+    by: dict[str, dict[str, list[str]]] = {}  # publisher → device → details and dates
+    other: list[str] = []
+    for src in sources:
+        if isinstance(src, Source) and src.kind == "published" and src.by and src.device:
+            said = by.setdefault(src.by, {}).setdefault(src.device, [])
+            said += [d for d in (src.detail, src.date) if d and d not in said]
+        elif src is not None:
+            other.append(str(src))
+    merged = [f"published by {publisher}, measured on "
+              + ", ".join(f"{device} ({', '.join(sorted(d, key=str.isdigit))})" for device, d in devices.items())
+              for publisher, devices in by.items()]
+    return list(dict.fromkeys(merged + other))
+
+
+def publisher_of(label: str) -> str | None:
+    """Who published the numbers a source label (``str(source)``) names, without a leading
+    "Baidu " (``"DeepBench"``, ``"OpenXLA"``); None for a label that is not a publication's."""
+    if not isinstance(label, str) or not label.startswith("published by "):
+        return None
+    return label.removeprefix("published by ").split(",")[0].split(" (")[0].removeprefix("Baidu ")
+
+
 def caption(parts: Mapping[str, Source | str | None] | Iterable[Source | str | None]) -> str:
     """One line naming where every part of a figure comes from.
 
@@ -186,4 +220,5 @@ def published_counterparts(experiment: str, *, dtype: str = "float16", gpus: Ite
 live_source = live
 
 __all__ = ["KINDS", "THEN_GPUS", "Source", "caption", "from_meta", "live", "live_source", "missing", "modelled",
-           "published_counterparts", "recorded_on", "source_of"]
+           "models_of", "published_counterparts", "published_together", "publisher_of", "recorded_on",
+           "source_of"]

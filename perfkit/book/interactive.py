@@ -13,6 +13,7 @@ version of the ``plotly`` Python package that built the figure.
 from __future__ import annotations
 
 import html
+import textwrap
 import json
 import math
 import re
@@ -119,8 +120,13 @@ def heading(title: str, source: Source | str) -> dict:
     """A layout title: ``title`` and, below it in small type, where the numbers come from."""
     if not isinstance(source, (Source, str)):
         raise TypeError(f"source must be a perfkit.Source or a string, got {type(source).__name__}")
-    return {"text": f"{html.escape(title)}<br><sup>{html.escape(str(source))}</sup>", "x": 0.0,
-            "xanchor": "left", "font": {"size": 15}}
+    lines = textwrap.wrap(str(source), SOURCE_CHARS) or [""]  # Plotly never wraps a title itself
+    sources = "<br>".join(f"<sup>{html.escape(line)}</sup>" for line in lines)
+    return {"text": f"{html.escape(title)}<br>{sources}", "x": 0.0, "xanchor": "left", "font": {"size": 15}}
+
+
+#: Characters of a source line under an interactive figure's title that fit the text column.
+SOURCE_CHARS = 105
 
 
 def _check_states(states: Sequence[State], n_traces: int, param: str) -> None:

@@ -20,7 +20,7 @@ from ...devices import DeviceSpec, current_device, device_spec, resolve_spec
 from ...meta import FrameMeta
 from ...dtypes import canonical_dtype
 from ...gemm_model import explain_gemm, predict_gemm_time
-from ...provenance import Source, caption, missing, modelled, source_of
+from ...provenance import Source, caption, missing, source_of
 from ...quantization import cdiv, wave_quantization
 from ...units import format_time
 from ..interactive import InteractiveFigure, State, heading, rounded, with_slider
@@ -142,7 +142,8 @@ def waves_figure(frame: pd.DataFrame | None = None, spec: DeviceSpec | str | Non
     first_step = next((i for i, n in enumerate(grid) if wave_quantization(M, n, (tm, tn), spec.sms).waves > 1), 1)
     points = source_of(frame) if frame is not None else why or missing("no gemm_waves measurement given, "
                                                                          "model only")
-    shown = caption({"curves": modelled(spec), "points": points})
+    # the model's basis (the datasheet) is in the static figures' captions; one line here
+    shown = caption({"curves": Source("model", spec.label), "points": points})
     legend_rows = 1 if len(traces) <= 3 else 2
     height = 525 + 22 * legend_rows
     layout = {

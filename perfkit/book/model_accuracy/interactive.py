@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 
 from ...units import format_percent
 from ..check_your_model.held_out import error_stats
+from ..check_your_model.report import validation_report
 from ..interactive import InteractiveFigure, State, heading, rounded, with_menu
 from .tables import FAMILY_LABELS, FAMILY_ORDER
 
@@ -29,8 +30,6 @@ _SPLITS = (("fit", "fitted on it", "#1f77b4", "circle-open"), ("held out", "held
 def _report(report: Any) -> Any:
     if report is not None:
         return report
-    from ..check_your_model.report import validation_report
-
     reports = validation_report(models=False)
     return reports[0] if reports else None
 

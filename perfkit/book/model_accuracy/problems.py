@@ -10,6 +10,13 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..exercise import Exercise
+from ...data import load
+from ...published_data import published
+from ...published_data.xla import xla_rows
+from ...validation import validation_table, with_predictions
+from ..check_your_model.families import predict_rows
+from ..check_your_model.held_out import error_stats
+from ..check_your_model.report import _spec_for
 
 CHAPTER = "91_model_accuracy"
 
@@ -18,10 +25,6 @@ CHAPTER = "91_model_accuracy"
 def _xla_bf16(half: str, predictor: str) -> float:
     """Median |predicted/measured − 1| of ``predictor`` ("model" or "roofline") on ``half`` of OpenXLA's
     published H100 bfloat16 GEMMs."""
-    from ...published_data import published
-    from ...published_data.xla import xla_rows
-    from ...validation import validation_table, with_predictions
-
     table = validation_table({"OpenXLA H100-SXM": with_predictions(xla_rows(published("xla_h100_gemm")))})
     row = table[(table["dtype"] == "bfloat16") & (table["half"] == half) & (table["predictor"] == predictor)]
     return float(row["median_abs"].iloc[0])
@@ -34,11 +37,6 @@ def _roofline_over_model(half: str = "held out") -> float:
 @lru_cache(maxsize=None)
 def _signed_error(recording: str) -> float:
     """Median (measured/predicted − 1) of ``recording`` on our H200, predicted as ``perfkit validate`` does."""
-    from ...data import load
-    from ..check_your_model.families import predict_rows
-    from ..check_your_model.held_out import error_stats
-    from ..check_your_model.report import _spec_for
-
     frame = load(recording, device="nvidia-h200")
     return error_stats(predict_rows(recording, frame, _spec_for(frame.attrs["meta"]["device_name"]))["ratio"])[
         "median_signed"]

@@ -15,6 +15,8 @@ from typing import Any
 import pandas as pd
 
 from ..check_your_model.held_out import error_stats, fix_summary
+from ...provenance import publisher_of
+from ..check_your_model.report import _vocab_ratio, targets
 
 __all__ = ["FAMILY_LABELS", "FAMILY_ORDER", "MODEL_NAMES", "family_errors", "fix_numbers", "model_steps", "peer_steps",
            "published_gemms", "split_table", "targets_table"]
@@ -75,13 +77,13 @@ def published_gemms(table: pd.DataFrame | None) -> pd.DataFrame | None:
     plain roofline's (datasheet peaks) median."""
     if table is None or not len(table):
         return None
-    pub = table[table["data"].str.startswith("published by")]
+    pub = table[table["data"].map(publisher_of).notna()]
     if not len(pub):
         return None
     rows = []
     for (data, device, dtype, half), g in pub.groupby(["data", "device", "dtype", "half"], sort=False):
         model, roof = g.set_index("predictor").loc["model"], g.set_index("predictor").loc["roofline"]
-        publisher = data.removeprefix("published by ").split(",")[0].split(" (")[0].removeprefix("Baidu ")
+        publisher = publisher_of(data)
         rows.append({"table": f"{publisher} {device.split('-')[0]}", "dtype": dtype, "half": half,
                      "n": int(model["n"]), "median": model["median_abs"], "p90": model["p90_abs"],
                      "roofline": roof["median_abs"]})
@@ -105,8 +107,6 @@ def fix_numbers(report: Any) -> dict[str, float] | None:
     (``vocab``) and on an uncalibrated H100-SXM (``vocab_h100``)."""
     if report is None or report.fixes is None:
         return None
-    from ..check_your_model.report import _vocab_ratio
-
     return {**fix_summary(report.fixes), "vocab": _vocab_ratio(report.fixes),
             "vocab_h100": _vocab_ratio(report.fixes_uncalibrated)}
 
@@ -116,8 +116,6 @@ def targets_table(report: Any) -> pd.DataFrame | None:
     band, and "met", "not met" or "not measured"."""
     if report is None:
         return None
-    from ..check_your_model.report import targets
-
     t = targets(report)
     verdict = ["not measured" if h is None else "met" if h else "not met" for h in t["holds"]]
     return pd.DataFrame({"target": t["target"],

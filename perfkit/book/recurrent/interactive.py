@@ -23,7 +23,7 @@ from ...devices import DeviceSpec, resolve_spec
 from ...dtypes import canonical_dtype, itemsize
 from ...gemm_model import GemmPrediction, explain_gemm
 from ...kernels.cupy_rnn import max_persistent_hidden, persistent_rnn_plan
-from ...provenance import Source, caption, published_counterparts, source_of
+from ...provenance import Source, caption, models_of, published_counterparts, published_together, source_of
 from ...roofline import gemm_flops
 from ...shapes import RNN_GATES, rnn_gemms
 from ...units import format_time
@@ -204,23 +204,10 @@ def _title(title: str, lines: list[str]) -> dict:
 def _source_lines(specs: Sequence[DeviceSpec], published: Sequence[Source | None]) -> list[str]:
     """Where the curves and the markers come from, in one short line each: ``"curves: model of
     H100-SXM and V100-SXM2"``, and the published frames' sources with one publisher said once
-    (``"markers: published by Baidu DeepBench, measured on Tesla V100-SXM2 (cuBLAS 10.1, cuDNN 7.6,
-    2019), …"``)."""
-    lines = ["curves: model of " + " and ".join(s.name for s in specs)]
-    by: dict[str, dict[str, list[str]]] = {}  # publisher → device → details and years
-    other: list[str] = []
-    for src in published:
-        if isinstance(src, Source) and src.kind == "published" and src.by and src.device:
-            said = by.setdefault(src.by, {}).setdefault(src.device, [])
-            said += [d for d in (src.detail, src.date) if d and d not in said]
-        elif src is not None:
-            other.append(str(src))
-    for publisher, devices in by.items():
-        on = ", ".join(f"{device} ({', '.join(sorted(d, key=str.isdigit))})" for device, d in devices.items())
-        other.insert(0, f"published by {publisher}, measured on {on}")
-    if other:
-        lines.append("markers: " + "; ".join(dict.fromkeys(other)))
-    return lines
+    (:func:`perfkit.provenance.published_together`)."""
+    lines = ["curves: " + models_of(specs)]
+    markers = published_together(published)
+    return lines + (["markers: " + "; ".join(markers)] if markers else [])
 
 
 def recurrent_step(frame: pd.DataFrame | None = None, source: Source | str | None = None, *,

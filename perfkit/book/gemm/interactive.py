@@ -148,9 +148,9 @@ def waves_figure(frame: pd.DataFrame | None = None, spec: DeviceSpec | str | Non
     height = 525 + 22 * legend_rows
     layout = {
         "title": {**heading(f"Waves on {spec.label}: {M}×N×{K} {dtype}, N swept", shown),
-                  "yref": "container", "y": 1 - 12 / height, "yanchor": "top"},
+                  "yref": "container", "y": 1 - 18 / height, "yanchor": "top"},
         "height": height, "margin": {"t": 110 + 22 * legend_rows},
-        "legend": {"orientation": "h", "x": 0, "yref": "container", "y": 1 - 58 / height, "yanchor": "top"},
+        "legend": {"orientation": "h", "x": 0, "yref": "container", "y": 1 - 62 / height, "yanchor": "top"},
         "xaxis": {"domain": [0, 0.7], "title": {"text": "N (columns of C)"}, "range": [0, n_max + step]},
         "yaxis": {"title": {"text": "time of one GEMM"}, "tickformat": "~s", "ticksuffix": "s",
                   "rangemode": "tozero"},

@@ -183,6 +183,17 @@ def frame_or_none(name: str, value: Any) -> pd.DataFrame | None:
     return value
 
 
+def frame_with_columns(name: str, value: Any, columns: Iterable[str], what: str) -> pd.DataFrame:
+    """``value`` if it is a DataFrame with ``columns``: ``TypeError`` (not "an ``what`` DataFrame") or
+    ``ValueError`` naming the columns it lacks."""
+    if not isinstance(value, pd.DataFrame):
+        raise TypeError(f"{name} must be an {what} DataFrame, got {type(value).__name__}")
+    missing = set(columns) - set(value.columns)
+    if missing:
+        raise ValueError(f"{name} lacks the {what} columns {sorted(missing)}")
+    return value
+
+
 def folder(name: str, value: Any) -> Path:
     """A folder path given as ``str`` or ``os.PathLike``, as a :class:`~pathlib.Path` (not checked to exist)."""
     if not isinstance(value, (str, os.PathLike)):

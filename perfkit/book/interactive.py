@@ -116,13 +116,18 @@ def rounded(values: Any, digits: int = SIGNIFICANT_DIGITS) -> list:
     return out
 
 
-def heading(title: str, source: Source | str) -> dict:
-    """A layout title: ``title`` and, below it in small type, where the numbers come from."""
-    if not isinstance(source, (Source, str)):
-        raise TypeError(f"source must be a perfkit.Source or a string, got {type(source).__name__}")
-    lines = textwrap.wrap(str(source), SOURCE_CHARS) or [""]  # Plotly never wraps a title itself
-    sources = "<br>".join(f"<sup>{html.escape(line)}</sup>" for line in lines)
-    return {"text": f"{html.escape(title)}<br>{sources}", "x": 0.0, "xanchor": "left", "font": {"size": 15}}
+def heading(title: str, source: Source | str | Sequence[Source | str]) -> dict:
+    """A layout title: ``title`` and, below it in small type, where the numbers come from: one
+    source, wrapped to the column (Plotly never wraps a title), or a list of them, each said once
+    on a line of its own."""
+    if isinstance(source, (Source, str)):
+        lines = textwrap.wrap(str(source), SOURCE_CHARS) or [""]
+    elif isinstance(source, Sequence) and source and all(isinstance(s, (Source, str)) for s in source):
+        lines = list(dict.fromkeys(map(str, source)))
+    else:
+        raise TypeError(f"source must be a perfkit.Source, a string or a list of them, got {source!r}")
+    below = "<br>".join(f"<sup>{html.escape(line)}</sup>" for line in lines)
+    return {"text": f"{html.escape(title)}<br>{below}", "x": 0.0, "xanchor": "left", "font": {"size": 15}}
 
 
 #: Characters of a source line under an interactive figure's title that fit the text column.

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..._validate import frame_with_columns
 from ...devices import DeviceSpec
 from ...meta import FrameMeta
 from .experiments import model_inputs
@@ -70,11 +71,7 @@ def score_ops(layers: pd.DataFrame, spec: DeviceSpec, advices: dict[str, Any] | 
     """Each ``advisor_layers`` row with today's prediction on ``spec``: columns model, layer, op, layers,
     dtype, time_s, predicted_s, predicted_forward_s, ratio (measured ÷ predicted), scored (False for a recording
     defect or a row today's advisor no longer makes), why. ``advices``: name → advice, to reuse."""
-    if not isinstance(layers, pd.DataFrame):
-        raise TypeError(f"layers must be an advisor_layers DataFrame, got {type(layers).__name__}")
-    missing = {"model", "layer", "op", "layers", "time_s"} - set(layers.columns)
-    if missing:
-        raise ValueError(f"layers lacks the advisor_layers columns {sorted(missing)}")
+    frame_with_columns("layers", layers, ("model", "layer", "op", "layers", "time_s"), "advisor_layers")
     advices = {} if advices is None else advices
     defects = _defects(layers)
     out = []
@@ -127,11 +124,7 @@ def score_fixes(fixes: pd.DataFrame, spec: DeviceSpec, advices: dict[str, Any] |
     """Each ``advisor_fixes`` row with the saving today's advisor prices for it on ``spec``
     (``predicted_saving_s``; the recorded column is kept as ``recorded_prediction_s``). A fix is matched
     by model, rule, layer and wording, else by model, rule, layer and order; unmatched: NaN."""
-    if not isinstance(fixes, pd.DataFrame):
-        raise TypeError(f"fixes must be an advisor_fixes DataFrame, got {type(fixes).__name__}")
-    missing = {"model", "rule", "layer", "fix", "measured_saving_s"} - set(fixes.columns)
-    if missing:
-        raise ValueError(f"fixes lacks the advisor_fixes columns {sorted(missing)}")
+    frame_with_columns("fixes", fixes, ("model", "rule", "layer", "fix", "measured_saving_s"), "advisor_fixes")
     advices = {} if advices is None else advices
     out, used = [], set()
     for r in fixes.to_dict("records"):

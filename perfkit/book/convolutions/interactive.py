@@ -13,7 +13,6 @@ read once: :func:`perfkit.conv_model.implicit_gemm_s`); the page only switches b
 
 from __future__ import annotations
 
-import html
 import math
 import warnings
 from typing import Any, Callable, Sequence
@@ -147,12 +146,9 @@ def _heading(title: str, parts: dict[str, Any]) -> dict:
     that starts with ``_`` is not printed), hung from the figure's top edge so that its lines grow down
     into the top margin (:func:`title_px` of them), not around its middle into the plot."""
     named = [(n, src) for n, src in parts.items() if src is not None]
-    if len(named) == 1:
-        out = heading(title, named[0][1])
-    else:
-        lines = [str(src) if n.startswith("_") else f"{n}: {src}" for n, src in named]
-        out = heading(title, lines[0])
-        out["text"] += "".join(f"<br><sup>{html.escape(line)}</sup>" for line in lines[1:])
+    sources = named[0][1] if len(named) == 1 else \
+        [str(src) if n.startswith("_") else f"{n}: {src}" for n, src in named]
+    out = heading(title, sources)
     return {**out, "yref": "container", "y": 1.0, "yanchor": "top", "pad": {"t": _TITLE_PAD_PX}}
 
 

@@ -9,7 +9,6 @@ GEMMs, a live or recorded ``fc_batch`` or ``fc_passes`` run) are drawn as points
 
 from __future__ import annotations
 
-import html
 from typing import Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
@@ -20,7 +19,7 @@ from ...data import has_recording, load
 from ...devices import DeviceSpec, device_spec
 from ...dtypes import canonical_dtype
 from ...gemm_model import explain_gemm
-from ...provenance import caption, modelled, source_of
+from ...provenance import modelled, source_of
 from ...published_data import has_published
 from ...published_data import published as published_frame
 from ...roofline import arithmetic_intensity, gemm_flops, math_bound_batch
@@ -128,11 +127,7 @@ def _batches(batches: Iterable[int] | None, I: int, O: int, specs, dtype) -> lis
 
 def _title(I: int, O: int, dtype: str, sources: list) -> dict:
     """The heading (:func:`heading`), its sources one per line: Plotly does not wrap titles."""
-    title = heading(f"The three GEMMs of a {I}→{O} layer against the batch, {dtype}", caption(sources))
-    head = title["text"].partition("<br>")[0]
-    lines = dict.fromkeys(html.escape(str(s)) for s in sources)
-    title["text"] = f"{head}<br><sup>{'<br>'.join(lines)}</sup>"
-    return title
+    return heading(f"The three GEMMs of a {I}→{O} layer against the batch, {dtype}", sources)
 
 
 def batch_explorer(measured: Mapping[str, pd.DataFrame | None] | None = None, *,

@@ -10,7 +10,6 @@ they exist. A note under the plot says whether U fits on chip for a persistent k
 
 from __future__ import annotations
 
-import html
 import math
 import textwrap
 from typing import Any, Callable, Mapping, Sequence
@@ -195,12 +194,6 @@ def _hidden_sizes(hidden: Any, cell: str, gemms: dict, layers: dict, ours: pd.Da
     return sorted(sizes)
 
 
-def _title(title: str, lines: list[str]) -> dict:
-    """:func:`heading` with one source line per entry of ``lines``."""
-    out = heading(title, lines[0])
-    return dict(out, text=out["text"] + "".join(f"<br><sup>{html.escape(line)}</sup>" for line in lines[1:]))
-
-
 def _source_lines(specs: Sequence[DeviceSpec], published: Sequence[Source | None]) -> list[str]:
     """Where the curves and the markers come from, in one short line each: ``"curves: model of
     H100-SXM and V100-SXM2"``, and the published frames' sources with one publisher said once
@@ -279,7 +272,7 @@ def recurrent_step(frame: pd.DataFrame | None = None, source: Source | str | Non
     axis_x = {"type": "log", "tickvals": ticks, "ticktext": [str(t) for t in ticks]}
     top, plot, bottom = 60 + 16 * len(lines), 430, 300  # pixels: title, plot panels, slider + legend + note
     layout = {
-        "title": dict(_title(f"One step's recurrent GEMM ({cell}): {rows} × batch × H, {dtype}", lines),
+        "title": dict(heading(f"One step's recurrent GEMM ({cell}): {rows} × batch × H, {dtype}", lines),
                       y=1 - 14 / (top + plot + bottom), yanchor="top", yref="container"),
         "height": top + plot + bottom, "margin": {"t": top, "b": bottom},
         "xaxis": dict(axis_x, domain=[0, 1], anchor="y", showticklabels=False),

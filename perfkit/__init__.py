@@ -25,6 +25,9 @@ The public API (``perfkit.__all__``), by concept; each concept is one module of 
 - timing: :func:`bench`, :class:`Measurement`
 - layers: :func:`padded_linear`, :func:`padded_conv2d` (padded copies, same outputs)
 - the advisor (the book's rules applied to your model): :func:`advise`
+- your own profile (a ``torch.profiler`` trace, :mod:`perfkit.trace`): :func:`read_trace` (every GPU kernel
+  joined to the op that launched it), :func:`diagnose_trace` (every op held to the model of its shape, the
+  rule that explains the gap and its fix; every step's time by class, idle GPU and MFU)
 - data: :func:`run_or_load` (live on a GPU, else the recording in ``data/``), :func:`record`
   (both from :mod:`perfkit.experiments`, the experiment machinery),
   :func:`published` / :func:`published_or_none` / :func:`published_sources` (third-party
@@ -67,6 +70,7 @@ from .quantization import alignment, is_aligned, pad_to_multiple, tile_quantizat
 from .roofline import arithmetic_intensity, gemm_bytes, gemm_flops, math_bound_batch, roofline_time
 from .shapes import conv_gemms, linear_gemms, rnn_gemms
 from .timing import Measurement, bench
+from .trace import diagnose_trace, read_trace
 from .transformer import (attention_bytes, attention_flops, attention_gemms, decode_step_bytes,
                           predict_attention_time, predict_decode_time)
 
@@ -87,7 +91,7 @@ __all__ = [
     "link_spec", "collective_time", "explain_collective", "data_parallel_step",
     "bench", "Measurement",
     "padded_linear", "padded_conv2d",
-    "advise",
+    "advise", "read_trace", "diagnose_trace",
     "run_or_load", "record", "published", "published_or_none", "published_sources", "source_of",
     "note", "table", "device_card",
     "__version__",

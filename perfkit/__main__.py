@@ -1,4 +1,4 @@
-"""Command line: ``python -m perfkit {info,list,published,validate,record,advise,calibrate}`` (also ``perfkit``).
+"""Command line: ``python -m perfkit {info,list,published,validate,record,advise,calibrate,trace}`` (also ``perfkit``).
 
 - ``info``: this device's spec (every number and where it comes from, its calibrated ceilings when a
   profile was saved) and the software versions;
@@ -17,6 +17,8 @@
   the meta device unless ``--no-meta``: no weight is allocated), run :func:`perfkit.advise` on inputs
   of those shapes (float32 unless ``:dtype`` says otherwise, e.g. ``:int64`` for token ids) and print
   the advice; ``--csv`` also writes the findings, ``--step-time`` the MFU of a step timed at SECONDS.
+- ``trace FILE [FILE ...] [--spec NAME] [--csv OUT] [--top N]``: a torch.profiler trace diagnosed op by op
+  (:func:`perfkit.diagnose_trace`, :mod:`perfkit.trace.cli`).
 
 Exit codes: 0 success, 1 an experiment failed, 2 bad usage (unknown experiment, CPU recording into
 the repository's ``data/``), 130 interrupted.
@@ -43,12 +45,13 @@ from .published_data import HOW_TO_GET, PublishedDataMissing, published_root, pu
 from .published_data.fetch import main as fetch_main
 from .validation import validation_frames, validation_table, worst_predictions
 from .book.check_your_model.report import peer_table, print_report, validation_report
+from .trace import cli as trace_cli
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="perfkit", description="Measure and record deep-learning GPU performance.")
     sub = p.add_subparsers(dest="command", required=True,
-                           metavar="{info,list,published,validate,record,advise,calibrate}")
+                           metavar="{info,list,published,validate,record,advise,calibrate,trace}")
     sub.add_parser("info", help="this device's spec and the software versions")
     pl = sub.add_parser("list", help="registered experiments and recordings found")
     pl.add_argument("--data", metavar="DIR", default=None,
@@ -94,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     pc.add_argument("--out", metavar="FILE.json", default=None, help="save the profile here (default: the user's cache)")
     pc.add_argument("--no-save", action="store_true", help="print the report, save nothing")
     pc.add_argument("--no-progress", action="store_true", help="no progress bar")
+    trace_cli.add_parser(sub)
     return p
 
 
@@ -351,6 +355,8 @@ def main(argv: list[str] | None = None) -> int:
         return _advise(args)
     if args.command == "calibrate":
         return _calibrate(args)
+    if args.command == "trace":
+        return trace_cli.run(args)
     return _record(args)
 
 

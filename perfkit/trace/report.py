@@ -1,0 +1,233 @@
+"""A trace diagnosed: every op instance held to perfkit's model of its shape, every step broken down.
+
+:func:`diagnose_trace` reads one trace file per rank (:func:`.read.load`), maps each op instance to
+its work (:mod:`.opmap`), prices it on the trace's GPU and names the rule that explains the gap
+(:mod:`.price`), then breaks each profiler step down: time by class (GEMM and convolution, attention,
+memory-bound, communication, unmapped), GPU idle between kernels, launch-bound stretches and model
+FLOPs utilization. A CPU-only profile (no GPU kernels) is reported by its CPU op times, and says so.
+Units: seconds, FLOP, bytes, FLOP/s, bytes/s.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..devices import DeviceSpec
+from .cpu import cpu_report
+from .join import Joined
+from .opmap import work_of
+from .price import TracePricer, diagnose_op, kernel_class
+from .read import load, trace_spec
+from .result import CLASSES, OP_COLUMNS, STEP_COLUMNS, TraceReport
+from .text import summarize
+
+__all__ = ["diagnose_trace"]
+
+_SHORT_KERNEL_S = 10e-6  # a kernel this short, followed by a gap at least as long, is launch-bound
+
+def _hints(ops: pd.DataFrame) -> dict[int, dict]:
+    """For a convolution without Concrete Inputs (a 2021 trace): its output's H×W, read from the next op on its
+    thread whose first input has the convolution's batch and output channels (a batch norm, an activation)."""
+    out: dict[int, dict] = {}
+    for _, part in ops.sort_values("start_s").groupby("thread", sort=False):
+        rows = list(zip(part["op_id"], part["op"], part["args"]))
+        for j, (oid, name, args) in enumerate(rows):
+            if name != "aten::convolution" or not args or not args[0] or (args[2] and any(args[2])):
+                continue
+            dims = args[0]
+            if len(dims) < 2 or len(dims[0]) != 4 or len(dims[1]) != 4:
+                continue
+            n, k = dims[0][0], dims[1][0]
+            for _, _, nxt in rows[j + 1:j + 6]:
+                d = nxt[0][0] if nxt and nxt[0] and isinstance(nxt[0][0], list) else None
+                if d and len(d) == 4 and d[0] == n and d[1] == k:
+                    out[int(oid)] = {"next_hw": (d[2], d[3])}
+                    break
+    return out
+
+
+def _instances(joined: Joined, pricer: TracePricer | None) -> pd.DataFrame:
+    """One row per op instance with kernels (and one per kernel that joins no op), diagnosed."""
+    k = joined.kernels
+    has = k[k["op_id"] >= 0]
+    agg = has.groupby("op_id", sort=False).agg(time_s=("time_s", "sum"), kernels=("time_s", "size"),
+                                               start_s=("start_s", "min"), step=("step", "min"),
+                                               names=("name", list), times=("time_s", list))
+    ops = joined.ops.set_index("op_id")
+    hints = _hints(joined.ops) if (joined.ops["op"] == "aten::convolution").any() else {}
+    rows = []
+    for oid, a in agg.iterrows():
+        o = ops.loc[oid]
+        w = work_of(o["op"], o["args"], {**hints.get(int(oid), {}), "inner": o["inner"]})
+        longest = max(a["names"], key=len) if a["names"] else ""
+        rows.append({"op": o["op"], "layer": o["layer"], "pass": o["pass"], "step": a["step"], "time_s": a["time_s"],
+                     "kernels": a["kernels"], "start_s": a["start_s"], "names": a["names"], "times": a["times"],
+                     "work": w,
+                     "kernel": longest})
+    for _, r in k[k["op_id"] < 0].iterrows():
+        rows.append({"op": "", "layer": "", "pass": "", "step": r["step"], "time_s": r["time_s"], "kernels": 1,
+                     "start_s": r["start_s"], "names": [r["name"]], "times": [r["time_s"]], "work": None,
+                     "kernel": r["name"]})
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return pd.DataFrame(columns=list(OP_COLUMNS))
+    frame = frame.sort_values("start_s", ignore_index=True)
+    return _diagnosed(frame, pricer, joined.events.rank)
+
+
+def _chains(frame: pd.DataFrame) -> np.ndarray:
+    """Each memory-bound instance's chain number (runs of two or more between other ops, in GPU order), else -1."""
+    fam = [w.family if w is not None else "" for w in frame["work"]]
+    chain, current, run = np.full(len(frame), -1), -1, []
+    for i, f in enumerate(fam + ["end"]):
+        if f == "memory":
+            run.append(i)
+            continue
+        if len(run) >= 2:
+            current += 1
+            chain[run] = current
+        run = []
+    return chain
+
+
+def _diagnosed(frame: pd.DataFrame, pricer: TracePricer | None, rank: int) -> pd.DataFrame:
+    chains = _chains(frame)
+    out = []
+    for i, r in frame.iterrows():
+        w = r["work"]
+        d = diagnose_op(w, r["time_s"], r["names"], pricer, in_chain=chains[i] >= 0, kernel_times_s=r["times"])
+        cls = (w.family if w.family != "conv" else "gemm") if w is not None else kernel_class(r["kernel"])
+        if d["bound"] == "communication":
+            cls = "communication"
+        flops, nbytes = (w.flops, w.bytes) if w is not None else (math.nan, math.nan)
+        share = math.nan
+        if pricer is not None and w is not None and r["time_s"] > 0:
+            cl = pricer.spec.ceilings
+            share = max(flops / r["time_s"] / cl.flop_s_for(w.dtype if w.family != "memory" else "float32")
+                        if w.family != "memory" else 0.0, nbytes / r["time_s"] / cl.bandwidth)
+        out.append({"rank": rank, "step": int(r["step"]), "op": r["op"], "layer": r["layer"], "pass": r["pass"],
+                    "class": cls, "shapes": w.shapes if w else "", "dtype": w.dtype if w else "",
+                    "M": w.M if w else math.nan, "N": w.N if w else math.nan, "K": w.K if w else math.nan,
+                    "batch": w.batch if w else math.nan, "flops": flops, "bytes": nbytes, "time_s": r["time_s"],
+                    "kernels": int(r["kernels"]), "kernel": r["kernel"], "predicted_s": d["predicted_s"],
+                    "ratio": r["time_s"] / d["predicted_s"] if d["predicted_s"] else math.nan,
+                    "achieved_flop_s": flops / r["time_s"] if r["time_s"] else math.nan,
+                    "achieved_Bps": nbytes / r["time_s"] if r["time_s"] else math.nan, "ceiling_share": share,
+                    "bound": d["bound"], "rule": d["rule"], "fix": d["fix"], "saving_s": d["saving_s"],
+                    "start_s": r["start_s"], "assumed": w.assumed if w else "", "_chain": chains[i]})
+    ops = pd.DataFrame(out)
+    if pricer is not None:  # a fused chain moves its first op's input and its last op's output once
+        for c, part in ops[(ops["_chain"] >= 0) & (ops["rule"] == "fusion")].groupby("_chain"):
+            first, last = part.iloc[0], part.iloc[-1]
+            bw = pricer.pricer(first["dtype"]).bandwidth
+            fused_s = pricer.latency_s + (first["bytes"] + last["bytes"]) / 2 / bw
+            saving = max(0.0, part["time_s"].sum() - fused_s)
+            ops.loc[part.index, "saving_s"] = saving * part["time_s"] / part["time_s"].sum()
+    return ops.drop(columns="_chain")[list(OP_COLUMNS)]
+
+
+def _launch_bound_s(k: pd.DataFrame, min_run: int = 5) -> float:
+    """Seconds spent in runs of at least ``min_run`` short kernels each followed by an idle gap as long."""
+    start, end = k["start_s"].to_numpy(), (k["start_s"] + k["time_s"]).to_numpy()
+    short = np.r_[(k["time_s"].to_numpy()[:-1] < _SHORT_KERNEL_S) & (start[1:] - end[:-1] >= k["time_s"].to_numpy()
+                                                                      [:-1]), False]
+    total, i = 0.0, 0
+    while i < len(short):
+        j = i
+        while j < len(short) and short[j]:
+            j += 1
+        if j - i >= min_run:
+            total += end[j] - start[i] if j < len(end) else end[-1] - start[i]
+        i = j + 1
+    return total
+
+
+def _busy_s(k: pd.DataFrame) -> float:
+    """Seconds with at least one kernel running (overlapping streams counted once)."""
+    if k.empty:
+        return 0.0
+    start, end = k["start_s"].to_numpy(), (k["start_s"] + k["time_s"]).to_numpy()
+    order = np.argsort(start)
+    start, end = start[order], np.maximum.accumulate(end[order])
+    gaps = np.clip(start[1:] - end[:-1], 0, None).sum()
+    return float(end[-1] - start[0] - gaps)
+
+
+def _steps(kernels: pd.DataFrame, ops: pd.DataFrame, spec: DeviceSpec | None) -> pd.DataFrame:
+    rows = []
+    for (rank, step), k in kernels.groupby(["rank", "step"], sort=True):
+        k = k.sort_values("start_s")
+        o = ops[(ops["rank"] == rank) & (ops["step"] == step)]
+        span = float((k["start_s"] + k["time_s"]).max() - k["start_s"].min())
+        busy = _busy_s(k)
+        by = o.groupby("class")["time_s"].sum()
+        flops = float(o["flops"].where(o["class"].isin(["gemm", "attention"])).sum())
+        row = {"rank": rank, "step": step, "span_s": span, "busy_s": busy, "idle_s": span - busy,
+               **{f"{c}_s": float(by.get(c, 0.0)) for c in CLASSES},
+               "unmapped_s": float(o.loc[o["rule"] == "unmapped", "time_s"].sum()), "launch_bound_s": _launch_bound_s(k),
+               "flops": flops, "mfu": math.nan, "mfu_achievable": math.nan}
+        tensor = o[o["class"].isin(["gemm", "attention"])]
+        if spec is not None and not tensor.empty and span > 0 and flops > 0:
+            dtype = tensor.groupby("dtype")["flops"].sum().idxmax()
+            row["mfu"] = flops / span / spec.peak_flop_s(dtype)
+            row["mfu_achievable"] = flops / span / spec.ceilings.flop_s_for(dtype)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=list(STEP_COLUMNS))
+
+
+def _files(path: Any) -> list[Path]:
+    if isinstance(path, (str, os.PathLike)):
+        p = Path(path)
+        if p.is_dir():
+            files = sorted(f for f in p.iterdir() if f.name.endswith((".json", ".json.gz")))
+            if not files:
+                raise FileNotFoundError(f"{p}: a folder with no .json or .json.gz trace files")
+            return files
+        return [p]
+    if isinstance(path, Sequence) and path and all(isinstance(p, (str, os.PathLike)) for p in path):
+        return [Path(p) for p in path]
+    raise TypeError(f"path must be a trace file, a folder of them (one per rank) or a list of paths, got {path!r}")
+
+
+def diagnose_trace(path: Any, spec: str | DeviceSpec | None = None, progress: bool = True) -> TraceReport:
+    """Every op instance of a ``torch.profiler`` trace held to perfkit's model of its shape, and every step.
+
+    ``path``: a Kineto JSON trace (``.json`` or ``.json.gz``), a list of them or a folder (one file per
+    rank of a distributed run: their profiler steps must match). ``spec``: the GPU (a name such as
+    ``'H100-SXM'``, or a :class:`~perfkit.DeviceSpec`); by default the one the trace's ``deviceProperties``
+    names, which must be in perfkit's table (:class:`~.read.UnknownTraceDevice` lists the names).
+    Everything is read and checked before anything is returned. See :class:`TraceReport`.
+    """
+    files = _files(path)
+    joined = [load(f, progress) for f in files]
+    resolved = [trace_spec(j, spec) for j in joined]
+    device = next((s for s in resolved if s is not None), None)
+    if len(joined) > 1:
+        ranks = [j.events.rank for j in joined]
+        if len(set(ranks)) < len(ranks):  # no distributedInfo: number the files
+            for i, j in enumerate(joined):
+                j.kernels["rank"], j.ops["rank"] = i, i
+                j.events.top["distributedInfo"] = {"rank": i}
+        steps = [tuple(sorted(set(j.kernels["step"]) - {-1})) for j in joined]
+        if len(set(steps)) > 1:
+            detail = "; ".join(f"{f.name}: {list(s)}" for f, s in zip(files, steps))
+            raise ValueError(f"the ranks' traces do not hold the same profiler steps ({detail}): profile the "
+                             "same steps on every rank")
+    notes: list[str] = []
+    if all(j.kernels.empty for j in joined):
+        return cpu_report(files, joined, device)
+    pricer = TracePricer(device) if device is not None else None
+    ops = pd.concat([_instances(j, pricer) for j in joined], ignore_index=True)
+    kernels = pd.concat([j.kernels for j in joined], ignore_index=True)
+    if not any(j.ops["args"].map(bool).any() for j in joined):
+        notes.append("the trace has no shapes (record_shapes=False): ops are classified by kernel name only")
+    steps = _steps(kernels, ops, device)
+    report = TraceReport(files, device, ops, kernels, steps, notes=notes)
+    report.summary = summarize(report)
+    return report

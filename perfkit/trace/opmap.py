@@ -78,8 +78,16 @@ def _concrete(args: tuple, i: int) -> Any:
     text = str(values[i]).strip()
     if text in ("True", "False"):
         return text == "True"
+    if text.startswith("["):
+        items = [v.strip() for v in text.strip("[]").split(",") if v.strip()]
+        if all(v in ("True", "False") for v in items):
+            return [v == "True" for v in items]
+        try:
+            return [int(v) for v in items]
+        except ValueError:
+            return None
     try:
-        return [int(v) for v in text.strip("[]").split(",") if v.strip()] if text.startswith("[") else float(text)
+        return float(text)
     except ValueError:
         return None
 

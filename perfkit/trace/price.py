@@ -9,6 +9,7 @@ transposes, the fused-attention model, the byte model of memory-bound ops) on th
 =================  ===========================================================================
 rule               when, and the fix (its saving: measured seconds minus the model's time of the fix)
 =================  ===========================================================================
+``host_transfer``  only host↔GPU copies: pinned memory and ``non_blocking=True`` (not priced)
 ``communication``  an NCCL/RCCL kernel: overlap it with compute (not priced)
 ``precision``      a float32 GEMM or convolution on a Tensor Core GPU: bf16 autocast (or TF32)
 ``first_conv``     a convolution on 3 input channels: pad them to 4 or 8
@@ -16,14 +17,17 @@ rule               when, and the fix (its saving: measured seconds minus the mod
 ``alignment``      a GEMM dimension or a channel count not a multiple of 16 bytes: pad it
 ``quantization``   under 75 % of the launched tile work useful: resize to fill the tiles and waves
 ``small_batch``    a memory-bound GEMM (below the ridge point): more rows per step (not priced)
+``attention_math`` QKᵀ, softmax and PV as separate kernels (:mod:`.patterns`): fused attention (SDPA)
 ``fusion``         a memory-bound op in a chain of them between GEMMs: fuse (torch.compile)
-``launch_bound``   an op no longer than a few kernel latencies: CUDA graphs or more work per launch
+``launch_bound``   an op of a few kernel latencies after as long an idle GPU: CUDA graphs, more work per launch
 ``model_gap``      slower than the model by over 1.5× with none of the above: the kernel, not the shape
 ``memory_bound``   a memory-bound op near its bandwidth time: fewer bytes (fusion, lower precision)
 ``unmapped``       perfkit has no model of the op (its time is still counted)
 =================  ===========================================================================
 
-Units: seconds, FLOP, bytes.
+``predicted_s`` is in a profiler's terms: the model's time less the launch gap its event-timed latencies
+include and a kernel's duration does not (:data:`LAUNCH_GAP_S`, from our H200 profile). Units: seconds,
+FLOP, bytes.
 """
 
 from __future__ import annotations
@@ -39,17 +43,20 @@ from ..gemm_alignment import leading_dims
 from ..quantization import alignment, pad_to_multiple
 from .opmap import Work
 
-__all__ = ["GAP", "LAUNCH_LATENCIES", "TRACE_RULES", "TracePricer", "diagnose_op", "kernel_class"]
+__all__ = ["CLASSES", "GAP", "KERNEL_FLOOR_S", "LAUNCH_GAP_S", "LAUNCH_LATENCIES", "TRACE_RULES", "TracePricer", "diagnose_op",
+           "kernel_class"]
 
 #: Rule id → what it says (one cause per op, the first that holds; see the module table).
 TRACE_RULES: dict[str, str] = {
     "communication": "a collective (NCCL/RCCL) kernel: overlap it with compute",
+    "host_transfer": "a copy between host and GPU: pinned memory, non_blocking, overlapped with compute",
     "precision": "float32 math on a Tensor Core GPU: bf16 autocast or TF32",
     "first_conv": "a convolution on 3 input channels: pad them to 4 or 8",
     "layout": "NCHW convolution paying cuDNN's transposes: channels_last",
     "alignment": "a GEMM dimension or channel count not a multiple of 16 bytes: pad it",
     "quantization": "tiles or waves mostly empty: resize to fill them",
     "small_batch": "a GEMM below the ridge point: more rows (tokens, images) per step",
+    "attention_math": "attention as two batched GEMMs around a softmax that writes the scores: fuse it (SDPA)",
     "fusion": "a chain of memory-bound ops between GEMMs: fuse them (torch.compile)",
     "launch_bound": "a few microseconds of work per launch: CUDA graphs or more work per kernel",
     "model_gap": "slower than the model by over 1.5x for this shape: the kernel chosen, not the shape",
@@ -57,13 +64,29 @@ TRACE_RULES: dict[str, str] = {
     "unmapped": "an op perfkit does not model (its time is still counted)",
 }
 
+#: Classes of GPU time: GEMMs and convolutions, attention, memory-bound ops, collectives, host↔GPU copies (an op
+#: perfkit does not map is classed by its kernels' names, :func:`kernel_class`).
+CLASSES = ("gemm", "attention", "memory", "communication", "transfer")
+
 #: Measured ÷ predicted above which an op with no other cause is reported as ``model_gap``.
 GAP = 1.5
 
-#: An op whose kernels take at most this many kernel latencies is ``launch_bound``.
+#: Seconds of a kernel's fixed cost that a trace's kernel duration leaves out: perfkit's latencies are timed
+#: with CUDA events around plain launches, which include the GPU's gap between one launch and the next; a
+#: profiler's kernel duration runs from the kernel's first block to its last. Our H200 profile
+#: (``data/nvidia-h200/device_profile.json``, 2026-11-26) timed a one-element add at 3.81 µs launched plainly
+#: and 0.876 µs inside a CUDA graph (no launch gap): the difference is the gap, the graph's time the floor.
+LAUNCH_GAP_S = 3.808e-6 - 0.876e-6
+
+#: The shortest kernel the model predicts in a trace: the one-element add inside a CUDA graph (as above).
+KERNEL_FLOOR_S = 0.876e-6
+
+#: An op whose kernels take at most this many kernel latencies, after the GPU idled at least as long, is
+#: ``launch_bound``: the host did not issue work as fast as the GPU ran it.
 LAUNCH_LATENCIES = 2.0
 
 _COMM = re.compile(r"nccl|rccl|all_?reduce|allgather|reduce_?scatter|sendrecv", re.IGNORECASE)
+_HOST_COPY = re.compile(r"Memcpy (HtoD|DtoH)|Memcpy .*(Host|Pageable|Pinned)", re.IGNORECASE)
 _TRANSPOSE = re.compile(r"nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw", re.IGNORECASE)
 _GEMM_NAMES = re.compile(r"gemm|xmma|cutlass|Cijk_|cublas|hipblaslt|wmma|s16816|matmul", re.IGNORECASE)
 _ATTN_NAMES = re.compile(r"flash|fmha|attention|attn", re.IGNORECASE)
@@ -116,7 +139,7 @@ class TracePricer:
                                         "weight_grad": True, "reads_input": False})
             work = [x for x in passes(op, True) if x[0] in w.params["passes"]]
             rows = p.conv_rows(op, work)
-            return {"predicted_s": sum(r["predicted_s"] for r in rows),
+            return {"predicted_s": sum(r["predicted_s"] for r in rows), "launches": len(rows),
                     "bound": max(rows, key=lambda r: r["predicted_s"])["bound"],
                     **{k: rows[0].get(k, math.nan) for k in ("tile_efficiency", "wave_utilization")}}
         if w.family == "attention":
@@ -127,12 +150,21 @@ class TracePricer:
         params = {k: v for k, v in w.params.items() if k != "shape"}
         return p.memory_row(w.kind, w.params["shape"], params, w.pass_)
 
+    def kernel_s(self, w: Work, dtype: str | None = None) -> float:
+        """What a profiler's kernel durations should add up to for ``w``: :meth:`row`'s seconds less the launch
+        gap of each kernel the model counts (:data:`LAUNCH_GAP_S`), never below :data:`KERNEL_FLOOR_S` each."""
+        row = self.row(w, dtype)
+        launches = row.get("launches", 1)
+        return max(row["predicted_s"] - launches * LAUNCH_GAP_S, launches * KERNEL_FLOOR_S)
+
     def predict(self, w: Work, kernels: list[str]) -> dict[str, Any]:
-        """:meth:`row` in the precision the kernels ran (a float32 GEMM whose kernel names say TF32: tf32)."""
+        """:meth:`row` in the precision the kernels ran (a float32 GEMM whose kernel names say TF32: tf32), its
+        ``predicted_s`` in a profiler's terms (:meth:`kernel_s`)."""
         dtype = w.dtype
         if dtype == "float32" and any("tf32" in k.lower() for k in kernels) and "tf32" in self.spec.peaks:
             dtype = "tf32"
-        out = self.row(w, dtype)
+        out = dict(self.row(w, dtype))
+        out["predicted_s"] = self.kernel_s(w, dtype)
         out["model_dtype"] = dtype
         return out
 
@@ -172,13 +204,19 @@ def _low_precision(spec: DeviceSpec) -> str | None:
 
 
 def diagnose_op(w: Work | None, time_s: float, kernels: list[str], pricer: TracePricer | None,
-                in_chain: bool = False, kernel_times_s: list[float] | None = None) -> dict[str, Any]:
+                in_chain: bool = False, kernel_times_s: list[float] | None = None,
+                gap_before_s: float = 0.0) -> dict[str, Any]:
     """``predicted_s``, ``bound``, ``rule``, ``fix`` and ``saving_s`` of one op instance measured at ``time_s``
     with kernels named ``kernels`` taking ``kernel_times_s`` (``in_chain``: a memory-bound op next to other
-    memory-bound ops). A rule whose fix the model prices is reported only where it saves time: the measured
+    memory-bound ops; ``gap_before_s``: how long the GPU was idle before its first kernel). A rule whose fix the model prices is reported only where it saves time: the measured
     seconds above the model's time of the fixed op."""
     out: dict[str, Any] = {"predicted_s": math.nan, "bound": "", "rule": "", "fix": "", "saving_s": math.nan,
                            "tile_efficiency": math.nan, "wave_utilization": math.nan}
+    if kernels and all(_HOST_COPY.search(k) for k in kernels):
+        pageable = any("Pageable" in k for k in kernels)
+        return {**out, "bound": "transfer", "rule": "host_transfer",
+                "fix": "pin the host memory (DataLoader(pin_memory=True)) and copy with non_blocking=True"
+                if pageable else "overlap it with compute (non_blocking=True; prefetch the next batch)"}
     if any(_COMM.search(k) for k in kernels):
         return {**out, "bound": "communication", "rule": "communication",
                 "fix": "overlap it with compute (DDP gradient buckets, FSDP prefetch)"}
@@ -200,10 +238,10 @@ def diagnose_op(w: Work | None, time_s: float, kernels: list[str], pricer: Trace
     found = None
     if tensor and w.dtype == "float32" and row["model_dtype"] == "float32" and low:
         found = saves("precision", f"run it in {low} (torch.autocast)" + (" or allow TF32" if "tf32" in
-                      pricer.spec.peaks else ""), time_s - pricer.row(w, low)["predicted_s"])
+                      pricer.spec.peaks else ""), time_s - pricer.kernel_s(w, low))
     if found is None and w.family == "conv" and w.params["C"] == 3 and w.pass_ == "forward":
         found = saves("first_conv", "pad the 3 input channels to 4 (stride 2) or 8",
-                      time_s - pricer.row(replace(w, params={**w.params, "C": 4}))["predicted_s"])
+                      time_s - pricer.kernel_s(replace(w, params={**w.params, "C": 4})))
     transposes = sum(t for k, t in zip(kernels, kernel_times_s or [0.0] * len(kernels)) if _TRANSPOSE.search(k))
     if found is None and w.family == "conv" and transposes:
         found = saves("layout", "model.to(memory_format=torch.channels_last): no NCHW↔NHWC transposes", transposes)
@@ -211,7 +249,7 @@ def diagnose_op(w: Work | None, time_s: float, kernels: list[str], pricer: Trace
     if found is None and tensor and pads:
         text = ", ".join(f"{k} {v} → {p}" for k, v, p in pads)
         found = saves("alignment", f"pad {text} (multiples of 16 bytes)",
-                      time_s - pricer.row(_padded(w, pads))["predicted_s"])
+                      time_s - pricer.kernel_s(_padded(w, pads)))
     useful = out["tile_efficiency"] * out["wave_utilization"]
     if found is None and tensor and useful < 0.75 and row["bound"] == "math":
         found = saves("quantization", f"resize so tiles and waves fill: {useful:.0%} of the launched work is useful",
@@ -223,7 +261,7 @@ def diagnose_op(w: Work | None, time_s: float, kernels: list[str], pricer: Trace
                                                      "a larger batch costs little more time"}
     if w.family == "memory" and in_chain:
         return {**out, "rule": "fusion", "fix": "fuse this chain of memory-bound ops (torch.compile)"}
-    if time_s <= LAUNCH_LATENCIES * pricer.latency_s:
+    if time_s <= LAUNCH_LATENCIES * pricer.latency_s and gap_before_s >= time_s:
         return {**out, "rule": "launch_bound", "fix": "CUDA graphs (torch.compile mode='reduce-overhead') or "
                                                       "more work per launch"}
     if time_s > GAP * pred:

@@ -22,6 +22,7 @@ from ..devices import DeviceSpec
 from .cpu import cpu_report
 from .join import Joined
 from .opmap import work_of
+from .patterns import chains, price_patterns
 from .price import TracePricer, diagnose_op, kernel_class
 from .read import load, trace_spec
 from .result import CLASSES, OP_COLUMNS, STEP_COLUMNS, TraceReport
@@ -54,11 +55,14 @@ def _hints(ops: pd.DataFrame) -> dict[int, dict]:
 
 def _instances(joined: Joined, pricer: TracePricer | None) -> pd.DataFrame:
     """One row per op instance with kernels (and one per kernel that joins no op), diagnosed."""
-    k = joined.kernels
+    k = joined.kernels.copy()
+    end = (k["start_s"] + k["time_s"]).groupby(k["device"]).cummax()  # kernels are in start order
+    k["gap_s"] = (k["start_s"] - end.groupby(k["device"]).shift(1)).clip(lower=0).fillna(0.0)
     has = k[k["op_id"] >= 0]
     agg = has.groupby("op_id", sort=False).agg(time_s=("time_s", "sum"), kernels=("time_s", "size"),
                                                start_s=("start_s", "min"), step=("step", "min"),
-                                               names=("name", list), times=("time_s", list))
+                                               names=("name", list), times=("time_s", list),
+                                               gap_s=("gap_s", "first"))
     ops = joined.ops.set_index("op_id")
     hints = _hints(joined.ops) if (joined.ops["op"] == "aten::convolution").any() else {}
     rows = []
@@ -68,11 +72,11 @@ def _instances(joined: Joined, pricer: TracePricer | None) -> pd.DataFrame:
         longest = max(a["names"], key=len) if a["names"] else ""
         rows.append({"op": o["op"], "layer": o["layer"], "pass": o["pass"], "step": a["step"], "time_s": a["time_s"],
                      "kernels": a["kernels"], "start_s": a["start_s"], "names": a["names"], "times": a["times"],
-                     "work": w,
+                     "gap_s": a["gap_s"], "work": w,
                      "kernel": longest})
     for _, r in k[k["op_id"] < 0].iterrows():
         rows.append({"op": "", "layer": "", "pass": "", "step": r["step"], "time_s": r["time_s"], "kernels": 1,
-                     "start_s": r["start_s"], "names": [r["name"]], "times": [r["time_s"]], "work": None,
+                     "start_s": r["start_s"], "names": [r["name"]], "times": [r["time_s"]], "gap_s": r["gap_s"], "work": None,
                      "kernel": r["name"]})
     frame = pd.DataFrame(rows)
     if frame.empty:
@@ -81,30 +85,16 @@ def _instances(joined: Joined, pricer: TracePricer | None) -> pd.DataFrame:
     return _diagnosed(frame, pricer, joined.events.rank)
 
 
-def _chains(frame: pd.DataFrame) -> np.ndarray:
-    """Each memory-bound instance's chain number (runs of two or more between other ops, in GPU order), else -1."""
-    fam = [w.family if w is not None else "" for w in frame["work"]]
-    chain, current, run = np.full(len(frame), -1), -1, []
-    for i, f in enumerate(fam + ["end"]):
-        if f == "memory":
-            run.append(i)
-            continue
-        if len(run) >= 2:
-            current += 1
-            chain[run] = current
-        run = []
-    return chain
-
-
 def _diagnosed(frame: pd.DataFrame, pricer: TracePricer | None, rank: int) -> pd.DataFrame:
-    chains = _chains(frame)
+    chain = chains(list(frame["work"]))
     out = []
     for i, r in frame.iterrows():
         w = r["work"]
-        d = diagnose_op(w, r["time_s"], r["names"], pricer, in_chain=chains[i] >= 0, kernel_times_s=r["times"])
+        d = diagnose_op(w, r["time_s"], r["names"], pricer, in_chain=chain[i] >= 0, kernel_times_s=r["times"],
+                        gap_before_s=r["gap_s"])
         cls = (w.family if w.family != "conv" else "gemm") if w is not None else kernel_class(r["kernel"])
-        if d["bound"] == "communication":
-            cls = "communication"
+        if d["bound"] in ("communication", "transfer"):
+            cls = d["bound"]
         flops, nbytes = (w.flops, w.bytes) if w is not None else (math.nan, math.nan)
         share = math.nan
         if pricer is not None and w is not None and r["time_s"] > 0:
@@ -120,16 +110,10 @@ def _diagnosed(frame: pd.DataFrame, pricer: TracePricer | None, rank: int) -> pd
                     "achieved_flop_s": flops / r["time_s"] if r["time_s"] else math.nan,
                     "achieved_Bps": nbytes / r["time_s"] if r["time_s"] else math.nan, "ceiling_share": share,
                     "bound": d["bound"], "rule": d["rule"], "fix": d["fix"], "saving_s": d["saving_s"],
-                    "start_s": r["start_s"], "assumed": w.assumed if w else "", "_chain": chains[i]})
+                    "start_s": r["start_s"], "assumed": w.assumed if w else ""})
     ops = pd.DataFrame(out)
-    if pricer is not None:  # a fused chain moves its first op's input and its last op's output once
-        for c, part in ops[(ops["_chain"] >= 0) & (ops["rule"] == "fusion")].groupby("_chain"):
-            first, last = part.iloc[0], part.iloc[-1]
-            bw = pricer.pricer(first["dtype"]).bandwidth
-            fused_s = pricer.latency_s + (first["bytes"] + last["bytes"]) / 2 / bw
-            saving = max(0.0, part["time_s"].sum() - fused_s)
-            ops.loc[part.index, "saving_s"] = saving * part["time_s"] / part["time_s"].sum()
-    return ops.drop(columns="_chain")[list(OP_COLUMNS)]
+    price_patterns(ops, list(frame["work"]), pricer)
+    return ops[list(OP_COLUMNS)]
 
 
 def _launch_bound_s(k: pd.DataFrame, min_run: int = 5) -> float:

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from ..devices import DeviceSpec
+from .price import CLASSES
 from .text import report_text
 
 __all__ = ["CLASSES", "OP_COLUMNS", "STEP_COLUMNS", "TraceReport"]
@@ -21,11 +22,8 @@ OP_COLUMNS = ("rank", "step", "op", "layer", "pass", "class", "shapes", "dtype",
 
 #: Columns of ``TraceReport.steps``, one row per rank and profiler step (step -1: kernels outside any step).
 STEP_COLUMNS = ("rank", "step", "span_s", "busy_s", "idle_s", "gemm_s", "attention_s", "memory_s",
-                "communication_s", "unmapped_s", "launch_bound_s", "flops", "mfu", "mfu_achievable")
+                "communication_s", "transfer_s", "unmapped_s", "launch_bound_s", "flops", "mfu", "mfu_achievable")
 
-#: Classes of GPU time: GEMMs and convolutions, attention, memory-bound ops, collectives (an op perfkit does not
-#: map is classed by its kernels' names, :func:`.price.kernel_class`).
-CLASSES = ("gemm", "attention", "memory", "communication")
 
 
 @dataclass

@@ -7,6 +7,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from ..units import format_percent, format_time
+from .price import CLASSES, LAUNCH_GAP_S
 
 if TYPE_CHECKING:
     from .report import TraceReport
@@ -30,8 +31,7 @@ def summarize(report: "TraceReport") -> dict[str, Any]:
         "mapped_share": float(k.loc[k["mapped"], "time_s"].sum() / total) if total else math.nan,
         "unmapped_time_s": float(ops.loc[ops["rule"] == "unmapped", "time_s"].sum()),
         "outside_steps_s": float(k.loc[k["step"] < 0, "time_s"].sum()) if not inside.empty else 0.0,
-        "time_by_class_s": {c: float(by_class.get(c, 0.0)) for c in ("gemm", "attention", "memory",
-                                                                     "communication")},
+        "time_by_class_s": {c: float(by_class.get(c, 0.0)) for c in CLASSES},
         "step_s": float(per_step["span_s"].mean()), "idle_s": float(per_step["idle_s"].mean()),
         "launch_bound_s": float(per_step["launch_bound_s"].mean()),
         "mfu": float(per_step["mfu"].mean()), "mfu_achievable": float(per_step["mfu_achievable"].mean()),
@@ -73,8 +73,9 @@ def report_text(report: "TraceReport", top: int = 10) -> str:
         f"{c} {_t(v)} ({format_percent(v / total) if total else '—'})" for c, v in s["time_by_class_s"].items() if v))
     if s["outside_steps_s"]:
         lines.append(f"Kernels outside any profiler step: {_t(s['outside_steps_s'])}")
-    lines += ["", f"Top {top} time sinks (measured; predicted for the shape by perfkit's model on "
-                  f"{s['device'] or 'no device'}; saving = measured − the model's time of the fix):"]
+    lines += ["", f"Top {top} time sinks: measured kernel time; predicted for the shape by perfkit's model on "
+                  f"{s['device'] or 'no device'}, less the {_t(LAUNCH_GAP_S)} launch gap a kernel's duration leaves "
+              "out; saving = measured − the model's time of the fix"]
     frame = report.top(top)
     for r in frame.itertuples():
         pred = f"predicted {_t(r.predicted_s)}" if r.predicted_s == r.predicted_s and r.predicted_s else "no model"

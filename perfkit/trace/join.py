@@ -124,16 +124,18 @@ def join(ev: TraceEvents) -> Joined:
         if kind == "module":
             outer = layer[p] if p >= 0 else ""
             layer[i] = f"{outer.rsplit('/', 1)[-1]}/{name}" if outer else name
-            continue
-        layer[i] = layer[p] if p >= 0 else ""
+        else:
+            layer[i] = layer[p] if p >= 0 else ""
         backward[i] = (backward[p] if p >= 0 else False) or _is_backward(name)
         optimizer[i] = (optimizer[p] if p >= 0 else False) or name.startswith("Optimizer.")
         bseq[i] = seq if backward[i] and seq >= 0 and _is_backward(name) else (bseq[p] if p >= 0 else -1)
         if kind == "op" and seq >= 0 and not backward[i] and layer[i]:
             seq_layer.setdefault(seq, layer[i])
         mapped_above[i] = p >= 0 and (ops[p][0] in MAPPED or mapped_above[p])
-        if kind != "op" or name.startswith(_WRAPPERS) or _is_backward(name):
+        if name.startswith(_WRAPPERS) or _is_backward(name):
             unit[i] = -1
+        elif kind != "op":  # an annotation or a module frame: its kernels belong to the op around it
+            unit[i] = up_unit
         elif up_unit >= 0 and ops[up_unit][0] in COMPOSITES:
             unit[i] = up_unit  # a composite owns everything inside it
             inner.setdefault(int(up_unit), set()).add(name)
@@ -158,6 +160,8 @@ def join(ev: TraceEvents) -> Joined:
         u = int(unit[op]) if op >= 0 else -1
         if op >= 0 and u < 0:  # launched from a wrapper or annotation itself
             u = op if ops[op][1] == "op" else -1
+        if u < 0:
+            joined = "none"
         rows.append((name, kind, ts, dur, device, stream, corr, launch[2] if launch else "", launch[1] if launch
                      else math.nan, joined, u, nbytes))
     k = pd.DataFrame(rows, columns=["name", "kind", "ts", "dur", "device", "stream", "correlation", "launch",

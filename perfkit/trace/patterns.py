@@ -70,28 +70,31 @@ def attention_groups(works: list[Work | None]) -> list[tuple[list[int], Work]]:
     return found
 
 
-def _share(ops: pd.DataFrame, rows: list[int], saving_s: float) -> None:
-    times = ops.loc[rows, "time_s"]
-    total = times.sum()
-    ops.loc[rows, "saving_s"] = max(0.0, saving_s) * times / total if total else 0.0
+def _share(saving: np.ndarray, times: np.ndarray, rows: list[int], saving_s: float) -> None:
+    total = times[rows].sum()
+    saving[rows] = max(0.0, saving_s) * times[rows] / total if total else 0.0
 
 
 def price_patterns(ops: pd.DataFrame, works: list[Work | None], pricer: TracePricer | None) -> None:
     """Set ``rule``, ``fix`` and ``saving_s`` of ``ops`` (one row per work, GPU order) for fused chains and
     unfused attention, in place; attention first (its softmax is not a chain's to fuse)."""
+    times = ops["time_s"].to_numpy(dtype=float)
+    saving = ops["saving_s"].to_numpy(dtype=float).copy()
+    rule, fix = ops["rule"].to_numpy(dtype=object).copy(), ops["fix"].to_numpy(dtype=object).copy()
     taken: set[int] = set()
     for rows, fused in attention_groups(works):
-        ops.loc[rows, ["rule", "fix"]] = ["attention_math", ATTENTION_FIX]
+        rule[rows], fix[rows] = "attention_math", ATTENTION_FIX
         taken.update(rows)
         if pricer is not None:
-            _share(ops, rows, ops.loc[rows, "time_s"].sum() - pricer.kernel_s(fused))
-    if pricer is None:
-        return
-    chain = chains(works)
-    for c in range(chain.max() + 1 if len(chain) else 0):
-        rows = [int(i) for i in np.flatnonzero(chain == c) if i not in taken and ops.at[i, "rule"] == "fusion"]
-        if len(rows) < 2:
-            continue
-        first, last = ops.loc[rows[0]], ops.loc[rows[-1]]
-        fused_s = pricer.latency_s + (first["bytes"] + last["bytes"]) / 2 / pricer.pricer(first["dtype"]).bandwidth
-        _share(ops, rows, ops.loc[rows, "time_s"].sum() - fused_s)
+            _share(saving, times, rows, times[rows].sum() - pricer.kernel_s(fused))
+    if pricer is not None:
+        chain = chains(works)
+        nbytes, dtypes = ops["bytes"].to_numpy(dtype=float), ops["dtype"].to_numpy(dtype=object)
+        for rows in np.split(np.argsort(chain, kind="stable"), np.flatnonzero(np.diff(np.sort(chain))) + 1):
+            rows = [int(i) for i in rows if chain[i] >= 0 and i not in taken and rule[i] == "fusion"]
+            if len(rows) < 2:
+                continue
+            bandwidth = pricer.pricer(dtypes[rows[0]]).bandwidth
+            fused_s = pricer.latency_s + (nbytes[rows[0]] + nbytes[rows[-1]]) / 2 / bandwidth
+            _share(saving, times, rows, times[rows].sum() - fused_s)
+    ops["saving_s"], ops["rule"], ops["fix"] = saving, rule, fix

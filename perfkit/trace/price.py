@@ -111,6 +111,7 @@ class TracePricer:
     def __init__(self, spec: DeviceSpec) -> None:
         self.spec = spec
         self._pricers: dict = {}
+        self._rows: dict[tuple, dict[str, Any]] = {}
 
     def pricer(self, dtype: str):
         """The advisor's :class:`~perfkit.advisor.price.Pricer` for ``dtype`` (the advisor imports torch: here,
@@ -127,10 +128,16 @@ class TracePricer:
 
     def row(self, w: Work, dtype: str | None = None) -> dict[str, Any]:
         """The model's row for ``w`` (``predicted_s``, ``bound`` and the GEMM's tile figures) in ``dtype``
-        (default: the op's own)."""
+        (default: the op's own); cached, as a trace repeats its shapes every step."""
+        dtype = dtype or w.dtype
+        key = (w.family, w.kind, w.pass_, w.M, w.N, w.K, w.batch, repr(sorted(w.params.items())), dtype)
+        if key not in self._rows:
+            self._rows[key] = self._row(w, dtype)
+        return self._rows[key]
+
+    def _row(self, w: Work, dtype: str) -> dict[str, Any]:
         from ..advisor.ops import Gemm, Op, passes
 
-        dtype = dtype or w.dtype
         p = self.pricer(dtype)
         if w.family == "gemm":
             return p.gemm_row(Gemm(int(w.M), int(w.N), int(w.K), int(w.batch), layout=w.params.get("layout", "")))

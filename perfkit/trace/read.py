@@ -43,6 +43,8 @@ def _text_size(p: Path) -> int | None:
     with open(p, "rb") as fh:
         if fh.read(2) != b"\x1f\x8b":
             return p.stat().st_size
+        if p.stat().st_size < 4:  # not even a gzip trailer: reading it says what is wrong
+            return None
         fh.seek(-4, os.SEEK_END)
         return struct.unpack("<I", fh.read(4))[0] or None
 

@@ -63,22 +63,24 @@ def _instances(joined: Joined, pricer: TracePricer | None) -> pd.DataFrame:
                                                start_s=("start_s", "min"), step=("step", "min"),
                                                names=("name", list), times=("time_s", list),
                                                gap_s=("gap_s", "first"))
-    ops = joined.ops.set_index("op_id")
-    hints = _hints(joined.ops) if (joined.ops["op"] == "aten::convolution").any() else {}
+    o = joined.ops
+    ops = dict(zip(o["op_id"], zip(o["op"], o["layer"], o["pass"], o["args"], o["inner"])))
+    hints = _hints(o) if (o["op"] == "aten::convolution").any() else {}
+    works: dict = {}  # (name, args) → Work: the same op on the same shapes, every step
     rows = []
-    for oid, a in agg.iterrows():
-        o = ops.loc[oid]
-        w = work_of(o["op"], o["args"], {**hints.get(int(oid), {}), "inner": o["inner"]})
-        longest = max(a["names"], key=len) if a["names"] else ""
-        rows.append({"op": o["op"], "layer": o["layer"], "pass": o["pass"], "step": a["step"], "time_s": a["time_s"],
-                     "kernels": a["kernels"], "start_s": a["start_s"], "names": a["names"], "times": a["times"],
-                     "gap_s": a["gap_s"], "work": w,
-                     "kernel": longest})
-    for _, r in k[k["op_id"] < 0].iterrows():
-        rows.append({"op": "", "layer": "", "pass": "", "step": r["step"], "time_s": r["time_s"], "kernels": 1,
-                     "start_s": r["start_s"], "names": [r["name"]], "times": [r["time_s"]], "gap_s": r["gap_s"], "work": None,
-                     "kernel": r["name"]})
-    frame = pd.DataFrame(rows)
+    for oid, time_s, n, start_s, step, names, times, gap_s in zip(agg.index, *(agg[c] for c in agg.columns)):
+        name, layer, pass_, args, inner = ops[oid]
+        hint = {**hints.get(int(oid), {}), "inner": inner}
+        key = (name, repr(args), repr(sorted(hint.items())))
+        if key not in works:
+            works[key] = work_of(name, args, hint)
+        rows.append((name, layer, pass_, step, time_s, n, start_s, names, times, gap_s, works[key],
+                     max(names, key=len)))
+    lone = k[k["op_id"] < 0]
+    rows += [("", "", "", step, t, 1, start_s, [name], [t], gap_s, None, name) for step, t, start_s, name, gap_s
+             in zip(lone["step"], lone["time_s"], lone["start_s"], lone["name"], lone["gap_s"])]
+    frame = pd.DataFrame(rows, columns=["op", "layer", "pass", "step", "time_s", "kernels", "start_s", "names",
+                                        "times", "gap_s", "work", "kernel"])
     if frame.empty:
         return pd.DataFrame(columns=list(OP_COLUMNS))
     frame = frame.sort_values("start_s", ignore_index=True)
@@ -86,33 +88,35 @@ def _instances(joined: Joined, pricer: TracePricer | None) -> pd.DataFrame:
 
 
 def _diagnosed(frame: pd.DataFrame, pricer: TracePricer | None, rank: int) -> pd.DataFrame:
-    chain = chains(list(frame["work"]))
+    works = list(frame["work"])
+    chain = chains(works)
+    cl = pricer.spec.ceilings if pricer is not None else None
     out = []
-    for i, r in frame.iterrows():
-        w = r["work"]
-        d = diagnose_op(w, r["time_s"], r["names"], pricer, in_chain=chain[i] >= 0, kernel_times_s=r["times"],
-                        gap_before_s=r["gap_s"])
-        cls = (w.family if w.family != "conv" else "gemm") if w is not None else kernel_class(r["kernel"])
+    for i, (w, time_s, names, times, gap_s, kernel) in enumerate(zip(
+            works, frame["time_s"], frame["names"], frame["times"], frame["gap_s"], frame["kernel"])):
+        d = diagnose_op(w, time_s, names, pricer, in_chain=chain[i] >= 0, kernel_times_s=times, gap_before_s=gap_s)
+        cls = (w.family if w.family != "conv" else "gemm") if w is not None else kernel_class(kernel)
         if d["bound"] in ("communication", "transfer"):
             cls = d["bound"]
         flops, nbytes = (w.flops, w.bytes) if w is not None else (math.nan, math.nan)
         share = math.nan
-        if pricer is not None and w is not None and r["time_s"] > 0:
-            cl = pricer.spec.ceilings
-            share = max(flops / r["time_s"] / cl.flop_s_for(w.dtype if w.family != "memory" else "float32")
-                        if w.family != "memory" else 0.0, nbytes / r["time_s"] / cl.bandwidth)
-        out.append({"rank": rank, "step": int(r["step"]), "op": r["op"], "layer": r["layer"], "pass": r["pass"],
-                    "class": cls, "shapes": w.shapes if w else "", "dtype": w.dtype if w else "",
-                    "M": w.M if w else math.nan, "N": w.N if w else math.nan, "K": w.K if w else math.nan,
-                    "batch": w.batch if w else math.nan, "flops": flops, "bytes": nbytes, "time_s": r["time_s"],
-                    "kernels": int(r["kernels"]), "kernel": r["kernel"], "predicted_s": d["predicted_s"],
-                    "ratio": r["time_s"] / d["predicted_s"] if d["predicted_s"] else math.nan,
-                    "achieved_flop_s": flops / r["time_s"] if r["time_s"] else math.nan,
-                    "achieved_Bps": nbytes / r["time_s"] if r["time_s"] else math.nan, "ceiling_share": share,
-                    "bound": d["bound"], "rule": d["rule"], "fix": d["fix"], "saving_s": d["saving_s"],
-                    "start_s": r["start_s"], "assumed": w.assumed if w else ""})
-    ops = pd.DataFrame(out)
-    price_patterns(ops, list(frame["work"]), pricer)
+        if cl is not None and w is not None and time_s > 0:
+            share = max(flops / time_s / cl.flop_s_for(w.dtype) if w.family != "memory" else 0.0,
+                        nbytes / time_s / cl.bandwidth)
+        pred = d["predicted_s"]
+        out.append((cls, w.shapes if w else "", w.dtype if w else "", w.M if w else math.nan,
+                    w.N if w else math.nan, w.K if w else math.nan, w.batch if w else math.nan, flops, nbytes,
+                    pred, time_s / pred if pred else math.nan, flops / time_s if time_s else math.nan,
+                    nbytes / time_s if time_s else math.nan, share, d["bound"], d["rule"], d["fix"], d["saving_s"],
+                    w.assumed if w else ""))
+    ops = pd.DataFrame(out, columns=["class", "shapes", "dtype", "M", "N", "K", "batch", "flops", "bytes",
+                                     "predicted_s", "ratio", "achieved_flop_s", "achieved_Bps", "ceiling_share",
+                                     "bound", "rule", "fix", "saving_s", "assumed"])
+    for col in ("op", "layer", "pass", "time_s", "kernels", "kernel", "start_s"):
+        ops[col] = frame[col].to_numpy()
+    ops["step"] = frame["step"].astype(int).to_numpy()
+    ops["rank"] = rank
+    price_patterns(ops, works, pricer)
     return ops[list(OP_COLUMNS)]
 
 

@@ -3,7 +3,7 @@ its math (two batched GEMMs around a softmax that writes the L×S scores out).
 
 Both are found in GPU order and priced as one: the chain or the attention is charged its measured time
 and saves that less the model's time of the fused kernel, shared among its ops by their time. A fused chain
-moves its first op's input and its last op's output once (estimated as half of each op's bytes);
+moves at least what its largest op moves, once: that bound makes its saving an upper bound;
 fused attention is :func:`perfkit.attention_model.fused_attention_s` (through the advisor's pricer) for
 the same batch, lengths and head size. Units: seconds.
 """
@@ -95,6 +95,6 @@ def price_patterns(ops: pd.DataFrame, works: list[Work | None], pricer: TracePri
             if len(rows) < 2:
                 continue
             bandwidth = pricer.pricer(dtypes[rows[0]]).bandwidth
-            fused_s = pricer.latency_s + (nbytes[rows[0]] + nbytes[rows[-1]]) / 2 / bandwidth
+            fused_s = pricer.latency_s + nbytes[rows].max() / bandwidth
             _share(saving, times, rows, times[rows].sum() - fused_s)
     ops["saving_s"], ops["rule"], ops["fix"] = saving, rule, fix

@@ -15,8 +15,8 @@ rule               when, and the fix (its saving: measured seconds minus the mod
 ``first_conv``     a convolution on 3 input channels: pad them to 4 or 8
 ``layout``         cuDNN NCHW↔NHWC transposes among the op's kernels: channels_last (saves them)
 ``alignment``      a GEMM dimension or a channel count not a multiple of 16 bytes: pad it
-``quantization``   under 75 % of the launched tile work useful: resize to fill the tiles and waves
-``small_batch``    a memory-bound GEMM (below the ridge point): more rows per step (not priced)
+``quantization``   under 75 % of the launched tile work useful: dims that fill tiles and waves (not priced)
+``small_batch``    a GEMM below the ridge point (FLOP/byte): more rows per step (not priced)
 ``attention_math`` QKᵀ, softmax and PV as separate kernels (:mod:`.patterns`): fused attention (SDPA)
 ``fusion``         a memory-bound op in a chain of them between GEMMs: fuse (torch.compile)
 ``launch_bound``   an op of a few kernel latencies after as long an idle GPU: CUDA graphs, more work per launch
@@ -247,8 +247,11 @@ def diagnose_op(w: Work | None, time_s: float, kernels: list[str], pricer: Trace
         found = saves("precision", f"run it in {low} (torch.autocast)" + (" or allow TF32" if "tf32" in
                       pricer.spec.peaks else ""), time_s - pricer.kernel_s(w, low))
     if found is None and w.family == "conv" and w.params["C"] == 3 and w.pass_ == "forward":
-        found = saves("first_conv", "pad the 3 input channels to 4 (stride 2) or 8",
-                      time_s - pricer.kernel_s(replace(w, params={**w.params, "C": 4})))
+        p = w.params
+        patches = p["R"] > 1 and list(p["stride"]) == [p["R"], p["S"]][-len(p["stride"]):]
+        fix = (f"a patch embedding on 3 channels ({p['R']}x{p['S']} at stride {p['R']}): pad them to 4 or 8, or "
+               "run it as one GEMM (unfold + linear)" if patches else "pad the 3 input channels to 4 (stride 2) or 8")
+        found = saves("first_conv", fix, time_s - pricer.kernel_s(replace(w, params={**p, "C": 4})))
     transposes = sum(t for k, t in zip(kernels, kernel_times_s or [0.0] * len(kernels)) if _TRANSPOSE.search(k))
     if found is None and w.family == "conv" and transposes:
         found = saves("layout", "model.to(memory_format=torch.channels_last): no NCHW↔NHWC transposes", transposes)
@@ -257,20 +260,22 @@ def diagnose_op(w: Work | None, time_s: float, kernels: list[str], pricer: Trace
         text = ", ".join(f"{k} {v} → {p}" for k, v, p in pads)
         found = saves("alignment", f"pad {text} (multiples of 16 bytes)",
                       time_s - pricer.kernel_s(_padded(w, pads)))
-    useful = out["tile_efficiency"] * out["wave_utilization"]
-    if found is None and tensor and useful < 0.75 and row["bound"] == "math":
-        found = saves("quantization", f"resize so tiles and waves fill: {useful:.0%} of the launched work is useful",
-                      time_s - pred * useful)
     if found is not None:
         return found
-    if tensor and row["bound"] == "memory":
+    useful = out["tile_efficiency"] * out["wave_utilization"]
+    if tensor and useful < 0.75 and row["bound"] == "math":  # not priced: the dims may be the model's own
+        return {**out, "rule": "quantization", "fix": f"{useful:.0%} of the launched tile work is useful: a token "
+                "count (batch × sequence) or width that fills whole waves would use the rest (not priced: "
+                "a width a residual stream shares cannot change alone)"}
+    cl = pricer.spec.ceilings
+    if tensor and w.flops / w.bytes < cl.flop_s_for(row["model_dtype"]) / cl.bandwidth:
         return {**out, "rule": "small_batch", "fix": "more rows per step (tokens, images): below the ridge point "
                                                      "a larger batch costs little more time"}
     if w.family == "memory" and in_chain:
         return {**out, "rule": "fusion", "fix": "fuse this chain of memory-bound ops (torch.compile)"}
     if time_s <= LAUNCH_LATENCIES * pricer.latency_s and gap_before_s >= time_s:
-        return {**out, "rule": "launch_bound", "fix": "CUDA graphs (torch.compile mode='reduce-overhead') or "
-                                                      "more work per launch"}
+        return {**out, "rule": "launch_bound", "fix": "the GPU idled at least this long before it: CUDA graphs "
+                                                      "(torch.compile mode='reduce-overhead') or more work per launch"}
     if time_s > GAP * pred:
         return {**out, "rule": "model_gap", "saving_s": time_s - pred,
                 "fix": f"{time_s / pred:.1f}x the model for this shape: check the kernel chosen "

@@ -31,6 +31,9 @@ from .text import summarize
 __all__ = ["diagnose_trace"]
 
 _SHORT_KERNEL_S = 10e-6  # a kernel this short, followed by a gap at least as long, is launch-bound
+OPTIMIZER_FIX = ("a foreach or fused optimizer (e.g. SGD(..., foreach=True) or fused=True) and "
+                 "zero_grad(set_to_none=True): one kernel for all parameters, no zeroing")
+PROGRESS_OPS = 20_000  # op instances above which diagnosing shows a progress bar
 
 def _hints(ops: pd.DataFrame) -> dict[int, dict]:
     """For a convolution without Concrete Inputs (a 2021 trace): its output's H×W, read from the next op on its
@@ -53,7 +56,7 @@ def _hints(ops: pd.DataFrame) -> dict[int, dict]:
     return out
 
 
-def _instances(joined: Joined, pricer: TracePricer | None) -> pd.DataFrame:
+def _instances(joined: Joined, pricer: TracePricer | None, progress: bool = False) -> pd.DataFrame:
     """One row per op instance with kernels (and one per kernel that joins no op), diagnosed."""
     k = joined.kernels.copy()
     end = (k["start_s"] + k["time_s"]).groupby(k["device"]).cummax()  # kernels are in start order
@@ -75,7 +78,7 @@ def _instances(joined: Joined, pricer: TracePricer | None) -> pd.DataFrame:
         if key not in works:
             works[key] = work_of(name, args, hint)
         rows.append((name, layer, pass_, step, time_s, n, start_s, names, times, gap_s, works[key],
-                     max(names, key=len)))
+                     names[int(np.argmax(times))]))  # the kernel that took longest
     lone = k[k["op_id"] < 0]
     rows += [("", "", "", step, t, 1, start_s, [name], [t], gap_s, None, name) for step, t, start_s, name, gap_s
              in zip(lone["step"], lone["time_s"], lone["start_s"], lone["name"], lone["gap_s"])]
@@ -84,17 +87,24 @@ def _instances(joined: Joined, pricer: TracePricer | None) -> pd.DataFrame:
     if frame.empty:
         return pd.DataFrame(columns=list(OP_COLUMNS))
     frame = frame.sort_values("start_s", ignore_index=True)
-    return _diagnosed(frame, pricer, joined.events.rank)
+    return _diagnosed(frame, pricer, joined.events.rank, progress)
 
 
-def _diagnosed(frame: pd.DataFrame, pricer: TracePricer | None, rank: int) -> pd.DataFrame:
+def _diagnosed(frame: pd.DataFrame, pricer: TracePricer | None, rank: int, progress: bool = False) -> pd.DataFrame:
     works = list(frame["work"])
+    bar = None
+    if progress and len(frame) > PROGRESS_OPS:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(frame), unit="op", desc="diagnosing", leave=False)
     chain = chains(works)
     cl = pricer.spec.ceilings if pricer is not None else None
     out = []
     for i, (w, time_s, names, times, gap_s, kernel) in enumerate(zip(
             works, frame["time_s"], frame["names"], frame["times"], frame["gap_s"], frame["kernel"])):
         d = diagnose_op(w, time_s, names, pricer, in_chain=chain[i] >= 0, kernel_times_s=times, gap_before_s=gap_s)
+        if bar is not None and i % 1000 == 999:
+            bar.update(1000)
         cls = (w.family if w.family != "conv" else "gemm") if w is not None else kernel_class(kernel)
         if d["bound"] in ("communication", "transfer"):
             cls = d["bound"]
@@ -109,6 +119,8 @@ def _diagnosed(frame: pd.DataFrame, pricer: TracePricer | None, rank: int) -> pd
                     pred, time_s / pred if pred else math.nan, flops / time_s if time_s else math.nan,
                     nbytes / time_s if time_s else math.nan, share, d["bound"], d["rule"], d["fix"], d["saving_s"],
                     w.assumed if w else ""))
+    if bar is not None:
+        bar.close()
     ops = pd.DataFrame(out, columns=["class", "shapes", "dtype", "M", "N", "K", "batch", "flops", "bytes",
                                      "predicted_s", "ratio", "achieved_flop_s", "achieved_Bps", "ceiling_share",
                                      "bound", "rule", "fix", "saving_s", "assumed"])
@@ -117,6 +129,8 @@ def _diagnosed(frame: pd.DataFrame, pricer: TracePricer | None, rank: int) -> pd
     ops["step"] = frame["step"].astype(int).to_numpy()
     ops["rank"] = rank
     price_patterns(ops, works, pricer)
+    optimizer = (ops["pass"] == "optimizer") & (ops["rule"] == "fusion")
+    ops.loc[optimizer, "fix"] = OPTIMIZER_FIX
     return ops[list(OP_COLUMNS)]
 
 
@@ -211,7 +225,7 @@ def diagnose_trace(path: Any, spec: str | DeviceSpec | None = None, progress: bo
     if all(j.kernels.empty for j in joined):
         return cpu_report(files, joined, device)
     pricer = TracePricer(device) if device is not None else None
-    ops = pd.concat([_instances(j, pricer) for j in joined], ignore_index=True)
+    ops = pd.concat([_instances(j, pricer, progress) for j in joined], ignore_index=True)
     kernels = pd.concat([j.kernels for j in joined], ignore_index=True)
     if not any(j.ops["args"].map(bool).any() for j in joined):
         notes.append("the trace has no shapes (record_shapes=False): ops are classified by kernel name only")

@@ -43,7 +43,7 @@ class TraceReport:
         """The ``n`` largest time sinks: op instances of one op, shape and rule summed, with their fix."""
         keys = ["op", "shapes", "dtype", "class", "rule", "fix"]
         g = self.ops.groupby(keys, dropna=False, sort=False)
-        out = g.agg(count=("time_s", "size"), time_s=("time_s", "sum"), predicted_s=("predicted_s", "sum"),
+        out = g.agg(count=("time_s", "size"), time_s=("time_s", "sum"), predicted_s=("predicted_s", lambda s: s.sum(min_count=1)),
                     saving_s=("saving_s", lambda s: s.sum(min_count=1)), layer=("layer", "first")).reset_index()
         total = self.ops["time_s"].sum()
         out["share"] = out["time_s"] / total if total else math.nan

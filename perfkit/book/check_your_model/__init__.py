@@ -2,7 +2,7 @@
 
 Its experiments (registered for the recorder), frame analysis and figures are importable from here
 (``from perfkit.book import check_your_model``); its modules: ``experiments``, ``figures``,
-``problems``, ``interactive``. Each is imported when first asked for (:mod:`perfkit.book.lazy`):
+``problems``, ``interactive``, ``traces`` (a diagnosed profiler trace: its roofline and time sinks). Each is imported when first asked for (:mod:`perfkit.book.lazy`):
 importing the experiments draws nothing.
 """
 
@@ -16,7 +16,7 @@ __all__ = ["MODELS", "advisor_fixes", "advisor_layers", "finding_savings", "larg
            "FAMILIES", "FITTED", "family_rows", "family_table", "predict_rows", "TARGETS", "Report", "validation_report", "targets",
            "print_report", "peer_table", "plot_validation", "peer_steps", "peer_ops",
            "experiments", "figures", "held_out", "families", "report", "validation_figures", "peers", "problems",
-           "interactive"]
+           "interactive", "traces", "diagnosed", "plot_trace_roofline", "sinks_table", "top_sinks"]
 
 #: Each module of the folder → the names it provides here, imported when first asked for.
 _MODULES = {
@@ -30,6 +30,7 @@ _MODULES = {
     "peers": ["peer_steps", "peer_ops"],
     "problems": [],
     "interactive": [],
+    "traces": ["diagnosed", "plot_trace_roofline", "sinks_table", "top_sinks"],
 }
 
 __getattr__, __dir__ = lazy(__name__, _MODULES)

@@ -13,7 +13,6 @@ from ..devices import KNOWN_DEVICES, DeviceSpec, device_spec
 from .events import collect
 from .join import Joined, join
 from .opmap import MAPPED
-from .stream import TraceFormatError
 
 __all__ = ["NoGpuKernels", "PROGRESS_BYTES", "UnknownTraceDevice", "load", "read_trace", "trace_spec"]
 
@@ -73,8 +72,9 @@ def read_trace(path: str | os.PathLike, progress: bool = True) -> pd.DataFrame:
     schema and 2021's). One row per kernel with the columns :data:`perfkit.trace.KERNEL_COLUMNS`:
     ``start_s`` and ``time_s`` (seconds from the trace's first event), ``op`` (the op perfkit charges it
     to; "" when it joins none), ``joined_by`` ("correlation", "external id" or "none"), ``mapped``
-    (perfkit models that op), ``layer``, ``pass``, ``step``, ``stream``. Raises :class:`TraceFormatError`
-    for a file that is not a trace, :class:`NoGpuKernels` for a CPU-only profile.
+    (perfkit models that op), ``layer``, ``pass``, ``step``, ``stream``. Raises
+    :class:`~.stream.TraceFormatError` for a file that is not a trace, :class:`NoGpuKernels` for a CPU-only
+    profile.
     """
     joined = load(path, progress)
     if joined.kernels.empty:
@@ -107,6 +107,3 @@ def trace_spec(joined: Joined, spec: str | DeviceSpec | None) -> DeviceSpec | No
     except LookupError:
         raise UnknownTraceDevice(f"{joined.events.path}: perfkit does not know the trace's GPU {name!r}; pass spec "
                                  f"(--spec) naming the closest, one of: {', '.join(KNOWN_DEVICES)}") from None
-
-
-__all__ += ["TraceFormatError"]

@@ -55,6 +55,7 @@ GPU_KINDS = {"kernel": "kernel", "Kernel": "kernel", "gpu_memcpy": "memcpy", "Me
              "gpu_memset": "memset", "Memset": "memset"}
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 
+
 def _files() -> list:
     return [pytest.param(n, id=n.split("__")[0].removesuffix(".json.gz")) for n in README]
 

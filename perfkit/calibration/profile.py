@@ -13,13 +13,11 @@ live in :func:`cache_dir` ``/profiles/<device slug>.json`` (:func:`profile_path`
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import numbers
 import os
 import re
-import tempfile
 from dataclasses import dataclass, fields
 from datetime import datetime
 from pathlib import Path
@@ -27,6 +25,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from .._files import write_atomic
 from .._validate import folder as _folder
 from ..ceilings import Ceilings
 from ..data import device_slug
@@ -351,18 +350,7 @@ def save_profile(profile: DeviceProfile, path: str | os.PathLike) -> Path:
         raise TypeError(f"profile must be a DeviceProfile, got {type(profile).__name__}")
     path = _folder("path", path)
     text = profile.to_json()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, (text + "\n").encode("utf-8"))
     return path
 
 

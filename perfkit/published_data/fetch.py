@@ -15,7 +15,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import warnings
 from pathlib import Path
 from types import MappingProxyType
@@ -23,6 +22,7 @@ from typing import Callable, Iterable, Mapping
 
 import pandas as pd
 
+from .._files import write_atomic
 from . import extract_deepbench, extract_text, extract_xla
 from .catalog import CATALOG, PublishedSource
 from .extract_text import csv_bytes, owner_repo
@@ -241,21 +241,6 @@ def check_sources(entry: PublishedSource, frame: pd.DataFrame) -> None:
         if m is None or m.group(1) not in entry.paths or m.group(2) not in entry.commits:
             raise ValueError(f"{entry.name}: row {i} has source {s!r}, expected {owner_repo(entry)}/<one of "
                              f"{list(entry.paths)}>@<one of {list(entry.commits)}>")
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder, then rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # ---------------------------------------------------------------------------------------------- fetch

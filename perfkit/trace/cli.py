@@ -9,11 +9,10 @@ names the file and what is wrong), 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 
+from .._files import write_atomic
 from .report import diagnose_trace
 from .text import report_text
 
@@ -31,20 +30,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     pt.add_argument("--csv", default=None, metavar="OUT", help="also write one row per op instance to OUT")
     pt.add_argument("--top", type=int, default=10, metavar="N", help="how many time sinks to print (default 10)")
     pt.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-def _write_csv(frame, out: str) -> None:
-    target = Path(out)
-    if not target.parent.is_dir():
-        raise FileNotFoundError(f"--csv: the folder {target.parent} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    os.close(fd)
-    try:
-        frame.to_csv(tmp, index=False)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,6 +51,6 @@ def run(args: argparse.Namespace) -> int:
         return 130
     print(report_text(report, top=args.top))
     if args.csv:
-        _write_csv(report.ops, args.csv)
+        write_atomic(Path(args.csv), report.ops.to_csv(index=False).encode("utf-8"))
         print(f"\nop instances written to {args.csv}")
     return 0

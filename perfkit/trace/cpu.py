@@ -17,7 +17,6 @@ from .join import Joined
 from .opmap import MAPPED, work_of
 from .price import TracePricer
 from .result import OP_COLUMNS, STEP_COLUMNS, TraceReport
-from .text import summarize
 
 __all__ = ["CPU_NOTE", "cpu_report"]
 
@@ -48,10 +47,9 @@ def cpu_report(files: list[Path], joined: list[Joined], spec: DeviceSpec | None)
     ops = pd.DataFrame(rows, columns=list(OP_COLUMNS))
     kernels = pd.concat([j.kernels for j in joined], ignore_index=True)
     steps = pd.DataFrame(columns=list(STEP_COLUMNS))
-    note = CPU_NOTE + (f"; predicted_s is what perfkit's model predicts for the same shapes on {spec.name}" if spec else "")
+    note = CPU_NOTE + (f"; predicted_s is what perfkit's model predicts for the same shapes on {spec.name}"
+                       if spec else "")
     report = TraceReport(files, spec, ops, kernels, steps, notes=[note])
-    summary = summarize(report) if not kernels.empty else {}
-    summary.update({"device": spec.name if spec else "", "cpu_only": True, "notes": [note],
-                    "cpu_time_s": float(ops["time_s"].sum()), "kernels": 0, "files": len(files)})
-    report.summary = summary
+    report.summary = {"device": spec.name if spec else "", "cpu_only": True, "notes": [note],
+                      "cpu_time_s": float(ops["time_s"].sum()), "kernels": 0, "files": len(files)}
     return report

@@ -106,7 +106,7 @@ def _dtype(ops: pd.DataFrame) -> str:
 
 
 def _drawn(ops: pd.DataFrame) -> pd.Series:
-    return (ops["flops"] > 0) & (ops["bytes"] > 0) & (ops["time_s"] > 0) & (ops["class"] != "unmapped")
+    return (ops["flops"] > 0) & (ops["bytes"] > 0) & (ops["time_s"] > 0)
 
 
 def _hover(r: Any, same: int) -> str:

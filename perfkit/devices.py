@@ -20,6 +20,7 @@ from typing import Mapping
 import psutil
 
 from .ceilings import Ceilings, default_ceilings, merged
+from .datasheets import DRIVER_PATTERNS, VENDORS
 from .dtypes import DTYPES, canonical_dtype
 from .units import GIGA, TERA, GiB, MiB, format_rate
 
@@ -27,6 +28,9 @@ from .units import GIGA, TERA, GiB, MiB, format_rate
 @dataclass(frozen=True)
 class DeviceSpec:
     """What bounds a device: compute peaks per dtype, memory bandwidth, SM count, L2 size.
+
+    On AMD GPUs ``sms`` counts compute units (CUs), spread over ``dies`` dies (XCDs), and
+    ``warp_size`` is the wavefront (64).
 
     ``sources`` says where each number comes from (a datasheet, the driver at run time, or a
     measurement on this machine). A value that could not be found is ``None``. ``ceilings`` are
@@ -43,6 +47,10 @@ class DeviceSpec:
     sources: Mapping[str, str] = field(default_factory=dict)
     driver_name: str | None = None  # the name the driver reports, for a live device
     measured_ceilings: Ceilings | None = None  # attached by perfkit.calibrated; None: the defaults
+    vendor: str = ""  # "NVIDIA", "AMD"; "" for a CPU
+    dies: int = 1  # dies dispatching work-groups round robin, each with its own L2 (AMD's XCDs)
+    warp_size: int = 32  # threads per warp (NVIDIA) or wavefront (AMD CDNA: 64)
+    llc_bytes: int | None = None  # a memory-side cache behind the L2 (AMD's Infinity Cache), bytes
 
     @property
     def ceilings(self) -> Ceilings:
@@ -67,6 +75,11 @@ class DeviceSpec:
         return self.peak_flop_s(dtype) / self.mem_bandwidth
 
     @property
+    def unit_name(self) -> str:
+        """What the vendor calls a multiprocessor: ``"SMs"``, or ``"CUs"`` on AMD."""
+        return "CUs" if self.vendor == "AMD" else "SMs"
+
+    @property
     def label(self) -> str:
         """A short label for figure captions, e.g. ``'H100-SXM (NVIDIA H100 80GB HBM3)'``."""
         if self.driver_name and self.driver_name != self.name:
@@ -81,11 +94,14 @@ class DeviceSpec:
         rows = [
             ("device", self.label, self.sources.get("name", "")),
             ("kind", self.kind, ""),
-            ("SMs" if self.kind == "gpu" else "cores", "unknown" if self.sms is None else str(self.sms),
+            (self.unit_name if self.kind == "gpu" else "cores",
+             "unknown" if self.sms is None else str(self.sms) + (f" on {self.dies} dies" if self.dies > 1 else ""),
              self.sources.get("sms", "")),
             ("memory bandwidth", fmt(self.mem_bandwidth, "GB/s", GIGA), self.sources.get("mem_bandwidth", "")),
             ("L2 cache", fmt(self.l2_bytes, "MiB", MiB), self.sources.get("l2_bytes", "")),
             ("memory", fmt(self.memory_bytes, "GiB", GiB), self.sources.get("memory_bytes", "")),
+            *([("Infinity Cache", fmt(self.llc_bytes, "MiB", MiB), self.sources.get("l2_bytes", ""))]
+              if self.llc_bytes else []),
             ("ceilings", "measured" if self.measured_ceilings else "datasheet × fractions",
              self.sources.get("ceilings", "")),
         ]
@@ -98,107 +114,34 @@ class DeviceSpec:
         return "\n".join(f"{a:<{w0}}  {b:<{w1}}  {c}".rstrip() for a, b, c in rows)
 
 
-def _gpu(name, sms, bw_gbs, l2_mib, mem_gb, peaks_tflops, source):
+def _gpu(vendor: str, name, sms, bw_gbs, l2_mib, mem_gb, peaks, source, dies=1, warp=32, llc_mib=None):
     return DeviceSpec(
         name=name, kind="gpu", sms=sms, mem_bandwidth=bw_gbs * GIGA, l2_bytes=int(l2_mib * MiB),
         memory_bytes=int(mem_gb * GIGA),
-        peaks={k: v * TERA for k, v in peaks_tflops.items()},
+        peaks={k: v * TERA for k, v in peaks.items()},
         sources={k: source for k in ("sms", "mem_bandwidth", "l2_bytes", "memory_bytes", "peaks")},
+        vendor=vendor, dies=dies, warp_size=warp, llc_bytes=None if llc_mib is None else int(llc_mib * MiB),
     )
 
 
-# Vendor datasheet values, dense. Sources per entry; "[R]" marks a value recalled from the
-# datasheet that our stored copies did not show (check before quoting).
-KNOWN_DEVICES: dict[str, DeviceSpec] = {d.name: d for d in (
-    # NVIDIA GPU Performance Background guide (V100 text): 80 SMs, 6 MB L2, ~900 GB/s,
-    # 15.7 FP32 / 125 FP16 Tensor TFLOPS; FP64 7.8 from the V100 datasheet [R].
-    _gpu("V100-SXM2", 80, 900, 6, 32, {"float64": 7.8, "float32": 15.7, "float16": 125},
-         "NVIDIA GPU Performance Background guide; V100 datasheet"),
-    # NVIDIA Tesla P100 datasheet [R] (no Tensor Cores): 56 SMs, 4 MB L2, 732 GB/s HBM2 (16 GB).
-    # SXM2 (1480 MHz boost): FP64 5.3, FP32 10.6, FP16 21.2; PCIe (1329 MHz): 4.7, 9.3, 18.7.
-    # The FP16 rate is native half2 math; DeepBench's P100 "pseudo FP16" rows store fp16 but do
-    # their math in fp32, so they run at the FP32 rate (model them with math_dtype="float32").
-    _gpu("P100-SXM2", 56, 732, 4, 16, {"float64": 5.3, "float32": 10.6, "float16": 21.2},
-         "NVIDIA Tesla P100 datasheet (SXM2)"),
-    _gpu("P100-PCIe", 56, 732, 4, 16, {"float64": 4.7, "float32": 9.3, "float16": 18.7},
-         "NVIDIA Tesla P100 datasheet (PCIe, 16 GB)"),
-    # NVIDIA A100 datasheet (nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf), dense:
-    # FP64 Tensor Core 19.5, FP32 19.5, TF32 156, FP16/BF16 312, INT8 624; 1555 GB/s (40GB).
-    _gpu("A100-SXM4-40GB", 108, 1555, 40, 40,
-         {"float64": 19.5, "float32": 19.5, "tf32": 156, "float16": 312, "bfloat16": 312, "int8": 624},
-         "NVIDIA A100 datasheet (r4), dense"),
-    # Same datasheet, 80GB SXM: 2039 GB/s.
-    _gpu("A100-SXM4-80GB", 108, 2039, 40, 80,
-         {"float64": 19.5, "float32": 19.5, "tf32": 156, "float16": 312, "bfloat16": 312, "int8": 624},
-         "NVIDIA A100 datasheet (r4), dense"),
-    # NVIDIA H100 datasheet (SXM5), sparse figures halved: TF32 494.7, FP16/BF16 989.4,
-    # FP8/INT8 1978.9; FP32 66.9; FP64 Tensor Core 67 [R]; 3350 GB/s; 50 MB L2.
-    _gpu("H100-SXM", 132, 3350, 50, 80,
-         {"float64": 67, "float32": 66.9, "tf32": 494.7, "float16": 989.4, "bfloat16": 989.4,
-          "float8": 1978.9, "int8": 1978.9},
-         "NVIDIA H100 datasheet (SXM), dense"),
-    # NVIDIA H100 datasheet (PCIe), dense: FP32 51, TF32 378, FP16/BF16 756, FP8/INT8 1513;
-    # FP64 Tensor Core 51 [R]; 2000 GB/s; 114 SMs.
-    _gpu("H100-PCIe", 114, 2000, 50, 80,
-         {"float64": 51, "float32": 51, "tf32": 378, "float16": 756, "bfloat16": 756,
-          "float8": 1513, "int8": 1513},
-         "NVIDIA H100 datasheet (PCIe), dense"),
-    # H800 SXM5 (China export variant of the H100 SXM): the same GH100 SMs, clocks and HBM3, so the same
-    # Tensor-Core peaks and 3.35 TB/s; less NVLink (400 GB/s) and far less FP64 (DeepGEMM's README and
-    # NVIDIA's H800 product page [R]). perfkit reads DeepGEMM's published fp8 GEMMs against it.
-    _gpu("H800", 132, 3350, 50, 80,
-         {"float32": 66.9, "tf32": 494.7, "float16": 989.4, "bfloat16": 989.4, "float8": 1978.9, "int8": 1978.9},
-         "H100 SXM datasheet figures (H800 SXM5: same SMs and HBM3), dense"),
-    # NVIDIA H200 datasheet: same GH100 compute as H100 SXM, 141 GB HBM3e at 4.8 TB/s.
-    _gpu("H200", 132, 4800, 50, 141,
-         {"float64": 67, "float32": 67, "tf32": 494.7, "float16": 989.4, "bfloat16": 989.4,
-          "float8": 1979, "int8": 1979},
-         "NVIDIA H200 datasheet, dense"),
-    # NVIDIA L4 datasheet, sparse halved: TF32 60, FP16/BF16 121, FP8/INT8 242.5; FP32 30.3;
-    # 300 GB/s; 48 MB L2; 58 SMs (Ada whitepaper [R]).
-    _gpu("L4", 58, 300, 48, 24,
-         {"float32": 30.3, "tf32": 60, "float16": 121, "bfloat16": 121, "float8": 242.5, "int8": 242.5},
-         "NVIDIA L4 datasheet, dense; Ada whitepaper"),
-    # NVIDIA T4 datasheet: FP32 8.1, FP16 65, INT8 130 TOPS; 320 GB/s; 40 SMs, 4 MB L2.
-    _gpu("T4", 40, 320, 4, 16, {"float32": 8.1, "float16": 65, "int8": 130},
-         "NVIDIA T4 datasheet"),
-    # NVIDIA A10 datasheet [R], sparse halved: TF32 62.5, FP16/BF16 125, INT8 250; FP32 31.2;
-    # 600 GB/s; 72 SMs, 6 MB L2.
-    _gpu("A10", 72, 600, 6, 24,
-         {"float32": 31.2, "tf32": 62.5, "float16": 125, "bfloat16": 125, "int8": 250},
-         "NVIDIA A10 datasheet, dense"),
-    # NVIDIA Ada whitepaper v2.01, RTX 4090, FP32-accumulate Tensor Core figures (what a GEMM
-    # with float32 accumulation gets): FP16/BF16 165.2, FP8 330.3, TF32 82.6, INT8 660.6;
-    # FP32 82.6; 1008 GB/s; 128 SMs; 72 MB L2.
-    _gpu("RTX-4090", 128, 1008, 72, 24,
-         {"float32": 82.6, "tf32": 82.6, "float16": 165.2, "bfloat16": 165.2, "float8": 330.3,
-          "int8": 660.6},
-         "NVIDIA Ada whitepaper v2.01 (FP32 accumulate), dense"),
-    # NVIDIA L40S datasheet, sparse halved: TF32 183, FP16/BF16 362.05, FP8/INT8 733; FP32 91.6;
-    # 864 GB/s; 142 SMs; L2 96 MB per the Ada whitepaper [R] (read the live value at run time).
-    _gpu("L40S", 142, 864, 96, 48,
-         {"float32": 91.6, "tf32": 183, "float16": 362.05, "bfloat16": 362.05, "float8": 733, "int8": 733},
-         "NVIDIA L40S datasheet, dense"),
-)}
+#: Every GPU of the vendor datasheets (:mod:`perfkit.datasheets`), by table name: dense peaks, memory,
+#: caches and dies, each number with its source.
+KNOWN_DEVICES: dict[str, DeviceSpec] = {
+    e["name"]: _gpu(vendor, **e) for vendor, entries in VENDORS.items() for e in entries}
 
-# Driver names (as torch.cuda.get_device_name reports them) → table entry. First match wins.
-_DRIVER_PATTERNS: tuple[tuple[str, str], ...] = (
-    (r"\bH200\b", "H200"),
-    (r"\bH800\b", "H800"),
-    (r"\bH100\b.*\bPCIe\b", "H100-PCIe"),
-    (r"\bH100\b.*(SXM|HBM3)", "H100-SXM"),
-    (r"^\W*H100\W*$", "H100-SXM"),  # the bare name, as in advise(..., spec="H100"): the SXM part
-    (r"\bA100\b.*80\s*GB", "A100-SXM4-80GB"),
-    (r"\bA100\b", "A100-SXM4-40GB"),
-    (r"\bV100\b", "V100-SXM2"),
-    (r"\bP100\b.*\bSXM2?\b", "P100-SXM2"),
-    (r"\bP100\b", "P100-PCIe"),
-    (r"\bL40S\b", "L40S"),
-    (r"\bL4\b", "L4"),
-    (r"\bT4\b", "T4"),
-    (r"\bA10\b", "A10"),
-    (r"RTX 4090", "RTX-4090"),
-)
+_DRIVER_PATTERNS = DRIVER_PATTERNS
+
+
+def known_by_vendor() -> dict[str, list[str]]:
+    """The table's device names per vendor (``{"NVIDIA": [...], "AMD": [...]}``)."""
+    out: dict[str, list[str]] = {}
+    for spec in KNOWN_DEVICES.values():
+        out.setdefault(spec.vendor, []).append(spec.name)
+    return out
+
+
+def _known_list() -> str:
+    return "; ".join(f"{v}: {', '.join(names)}" for v, names in known_by_vendor().items())
 
 
 def _key(s: str) -> str:
@@ -220,7 +163,7 @@ def device_spec(name: str) -> DeviceSpec:
     matched = match_driver_name(name)
     if matched is not None:
         return KNOWN_DEVICES[matched]
-    raise LookupError(f"unknown device name {name!r}; known devices: {', '.join(KNOWN_DEVICES)}")
+    raise LookupError(f"unknown device name {name!r}; known devices: {_known_list()}")
 
 
 def match_driver_name(driver_name: str) -> str | None:

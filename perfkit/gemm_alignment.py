@@ -78,9 +78,13 @@ def from_column_major(layout: str) -> str:
     return flip[lay[0]] + flip[lay[1]] + "T"
 
 
-def alignment_bytes(extent: int, size: int) -> int:
-    """The largest power of two up to :data:`ALIGNED_BYTES` dividing ``extent·size`` bytes."""
+def alignment_bytes(extent: int, size: int | float) -> int:
+    """The largest power of two up to :data:`ALIGNED_BYTES` dividing ``extent·size`` bytes (0 when that
+    is not a whole number of bytes: a row of an odd number of 4-bit elements)."""
     nbytes, w = extent * size, ALIGNED_BYTES
+    if nbytes != int(nbytes):
+        return 0
+    nbytes = int(nbytes)
     while nbytes % w:
         w //= 2
     return w

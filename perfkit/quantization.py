@@ -40,14 +40,14 @@ def cdiv(a, b):
 def alignment(dtype: Any, bytes: int = 16) -> int:
     """Elements per ``bytes`` bytes (default 16): the dimension multiple Tensor Cores like best.
 
-    float16/bfloat16 → 8, float32/tf32 → 4, float64 → 2, int8/float8 → 16. NVIDIA recommends
+    float16/bfloat16 → 8, float32/tf32 → 4, float64 → 2, int8/float8 → 16, float4 → 32. NVIDIA recommends
     ``bytes=128`` on A100 (64 float16 elements).
     """
     nbytes = positive_int("bytes", bytes)
     size = itemsize(dtype)
     if nbytes % size:
         raise ValueError(f"bytes must be a multiple of the element size ({size} bytes), got {nbytes}")
-    return nbytes // size
+    return int(nbytes // size)
 
 
 def is_aligned(dtype: Any, *dims: int, bytes: int = 16) -> bool:

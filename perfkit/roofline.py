@@ -19,7 +19,7 @@ import pandas as pd
 
 from ._validate import non_negative_number, positive_int, positive_number
 from .devices import DeviceSpec, resolve_spec
-from .dtypes import canonical_dtype, itemsize, output_itemsize
+from .dtypes import canonical_dtype, itemsize, output_itemsize, scale_itemsize
 from .memory_model import layer_bytes
 
 __all__ = [
@@ -51,10 +51,11 @@ def gemm_flops(M: int, N: int, K: int) -> int:
 def gemm_bytes(M: int, N: int, K: int, dtype: Any) -> int:
     """Bytes a GEMM must move if A (M×K), B (K×N) and C (M×N) each cross memory once.
 
-    C has the output element size (:func:`~perfkit.dtypes.output_itemsize`: int32 for int8 inputs).
+    C has the output element size (:func:`~perfkit.dtypes.output_itemsize`: int32 for int8 inputs);
+    block-scaled inputs (float6, float4) add their scales (:func:`~perfkit.dtypes.scale_itemsize`).
     """
     M, N, K = positive_int("M", M), positive_int("N", N), positive_int("K", K)
-    return itemsize(dtype) * (M * K + K * N) + output_itemsize(dtype) * M * N
+    return (itemsize(dtype) + scale_itemsize(dtype)) * (M * K + K * N) + output_itemsize(dtype) * M * N
 
 
 def arithmetic_intensity(M: int, N: int, K: int, dtype: Any) -> float:

@@ -167,6 +167,74 @@ _ENTRIES = (
               "Nvidia TitanX Pascal": "", "NVIDIA GTX 1080 Ti": "", "Intel(R) Xeon Phi(TM) 7250F": ""},
         columns=("source", "system", "n_ranks", "n_nodes", "size_bytes", "time_s", "algorithm", "busbw_GBps"),
         sha256="5eea16cbf134e588029e0d788fbc7e5c2e974e5708a8aa6598a515acc8f6f388"),
+    PublishedSource(
+        name="mamf_newest", file="modern/mamf_blackwell_amd.csv", chapters=("gemm", "background"),
+        title="Maximum achievable matmul FLOP/s (MAMF): B200, B300, GB200, MI300X, MI325X, MI355X, Gaudi",
+        publisher="ml-engineering (Stas Bekman)", repository="https://github.com/stas00/ml-engineering",
+        commits=("744d01e18b79512572f64a6bbd8b5f4a725203a7",), paths=("compute/accelerator/README.md",),
+        licence="CC BY-SA 4.0 (text; numbers cited)", date="2025",
+        timing=("the best, over a brute-force search of shapes, of 2·M·N·K / the mean of 100 torch.mm (bf16) or "
+                "torch._scaled_mm (fp8) calls after 50 warm-up calls, a 256 MiB cache-clearing write before each"),
+        caveat=("A max over many noisy means is optimistic; each row has its own torch/CUDA/ROCm version and "
+                "settings (TunableOp on for MI300X/MI325X, off for MI355X), so rows compare hardware + software. "
+                "A100/H100/H200/GH200 rows are withheld."),
+        gpu_column="gpu",
+        gpus={"NVIDIA B200 SXM": "B200", "NVIDIA B300 SXM": "B300", "NVIDIA GB200 SXM": "GB200",
+              "AMD MI300X": "MI300X", "AMD MI325X": "MI325X", "AMD MI355X": "MI355X", "Intel Gaudi 2": "",
+              "Intel Gaudi 3": ""},
+        columns=("source", "gpu", "vendor", "dtype", "tflops_best", "M", "N", "K", "time_s", "torch_version",
+                 "notes"),
+        sha256="4283d8ff6b05f3f9f90eec78a88c994d054cebd723d3645ad661b87e85a08ca9"),
+    PublishedSource(
+        name="aiter_gemm", file="modern/aiter_gemm_mi300_mi355.csv", chapters=("gemm",),
+        title="AMD AITER's tuned GEMMs per shape: gfx942 (304 CUs) and gfx950 (256 CUs), bf16 and 8-bit",
+        publisher="AMD AITER (ROCm)", repository="https://github.com/ROCm/aiter",
+        commits=("e4048607a535ace3a2b51ded31b1c8c2d45c0879",), paths=("aiter/configs",),
+        licence="MIT", date="2025–2026",
+        timing=("the tuner's winning kernel per shape: torch.profiler device time of all kernels of one call "
+                "(split-K reduction included), mean of up to 101 calls, outliers dropped, cold operands"),
+        caveat=("gfx942 with 304 CUs is an MI300X or an MI325X, gfx950 with 256 CUs an MI355X or an MI350X: the "
+                "files do not say which (perfkit reads them as MI300X and MI355X). C = A·Bᵀ (B stored N×K). "
+                "The winner of a search: slightly optimistic."),
+        gpu_column="gpu",
+        gpus={"AMD MI300X or MI325X (gfx942, 304 CUs)": "MI300X", "AMD MI355X or MI350X (gfx950, 256 CUs)": "MI355X"},
+        columns=("source", "gpu", "arch", "cu_num", "kind", "dtype", "out_dtype", "batch", "M", "N", "K",
+                 "split_k", "kernel", "time_s", "tflops"),
+        sha256="9bd7c898e0a9dbc06d4376e92e63c279331b6fb533a827b666891a4509d26519"),
+    PublishedSource(
+        name="cudnn_sdpa_training", file="modern/cudnn_sdpa_training.csv", chapters=("transformers",),
+        title="cuDNN's training attention benchmarks (SDPA forward and backward): B200, GB200, GB300, H200",
+        publisher="NVIDIA cudnn-frontend", repository="https://github.com/NVIDIA/cudnn-frontend",
+        commits=("fb682ce761a2705e40f9b5d528737a3e0eb33cec", "df73764adb98b7445b77662ce07b1ea434c8f3ee",
+                 "b8c0656e6f6c84fc194f4d57329b55d609eff596", "b372d39879d44c91a8d5b342022e74802b6a8da2",
+                 "0b1577c8c83401237d601d0d0db5210506705396", "9793df569ce413f4b1844a9176f7ae24dd981603"),
+        paths=("benchmark/sdpa_benchmark_training/artifacts", "benchmark/sdpa_benchmark_training/results"),
+        licence="MIT", date="2025–2026",
+        timing=("artifacts of 2025-07/10: a CUDA-event pair around one call, median of 10 after 5 warm-up, no L2 "
+                "flush; later campaigns: torch.profiler (CUPTI) sum of the attention kernels' device time, L2 "
+                "flushed, median of the last calls (the 'timing' column says which)"),
+        caveat=("Six campaigns with different software and timing; times printed to 1 µs (±3 % at the smallest "
+                "shapes); clocks not locked."),
+        gpu_column="gpu",
+        gpus={"NVIDIA B200": "B200", "NVIDIA GB200": "GB200", "NVIDIA GB300": "GB300", "NVIDIA H200": "H200"},
+        columns=("source", "gpu", "backend", "dtype", "batch", "seq_q", "seq_kv", "heads_q", "heads_kv",
+                 "head_dim", "head_dim_v", "causal", "sliding_window", "pass", "time_s", "tflops", "flop",
+                 "timing", "measured"),
+        sha256="9bc69af1a370924ea90f6cf6f6dbf7d3aa87a7a58267c4b0def50df5b19f357a"),
+    PublishedSource(
+        name="hipkittens", file="modern/hipkittens_mi350.csv", chapters=("gemm", "transformers", "memory_limited"),
+        title="HipKittens' benchmarks: GEMM, attention and memory-bound kernels on MI355X and MI325X",
+        publisher="HipKittens (Hazy Research)", repository="https://github.com/HazyResearch/HipKittens",
+        commits=("f09e9685c4c6aaa41fb3ebd4fe4ca664938589e1",), paths=("analysis",),
+        licence="MIT", date="2025",
+        timing=("a torch.cuda.Event pair around one call, 500 warm-up then 100 calls, fresh random inputs before "
+                "each (partly resident in MI355X's 256 MB Infinity Cache), the mean"),
+        caveat=("ROCm 7.0 preview; library baselines from plot scripts give TFLOP/s only (time_s derived); "
+                "layernorm's reference normalises in fp32 and moves more bytes than io_bytes_min."),
+        gpu_column="gpu", gpus={"AMD MI355X": "MI355X", "AMD MI325X": "MI325X"},
+        columns=("source", "gpu", "op", "library", "dtype", "batch", "M", "N", "K", "seq", "heads_q", "heads_kv",
+                 "head_dim", "causal", "time_s", "tflops"),
+        sha256="616e3aa67ccf15eae5181d0ec97e494d5894f1f9abbc53ed3d12f55cfeee88dc"),
 )
 
 #: Every published table perfkit can read, by name.

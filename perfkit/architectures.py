@@ -11,10 +11,18 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-__all__ = ["FAMILIES", "evidence_of", "family", "nearest_family"]
+__all__ = ["FAMILIES", "PEERS", "VENDOR", "evidence_of", "family", "nearest_family"]
 
-#: NVIDIA generations, oldest first; "cpu" and "unknown" stand outside the order.
-FAMILIES: tuple[str, ...] = ("pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell")
+#: GPU generations, oldest first: NVIDIA's, then AMD Instinct's CDNA (each placed after the NVIDIA one of its
+#: time, :data:`PEERS`); "cpu" and "unknown" stand outside the order.
+FAMILIES: tuple[str, ...] = ("pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna3", "cdna4")
+
+#: The vendor of each family.
+VENDOR: dict[str, str] = {**{f: "NVIDIA" for f in FAMILIES[:7]}, "cdna3": "AMD", "cdna4": "AMD"}
+
+#: An AMD family's NVIDIA contemporary: where a default has no AMD evidence, the contemporary's stands in
+#: (labelled assumed), not the newest NVIDIA's.
+PEERS: dict[str, str] = {"cdna3": "hopper", "cdna4": "blackwell"}
 
 # (pattern on the device's name, family): first match wins.
 _PATTERNS: tuple[tuple[str, str], ...] = (
@@ -25,6 +33,8 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     (r"\b(L4|L40S?|RTX 40\d\d|RTX \d+ ADA)\b", "ada"),
     (r"\b(H100|H800|H200|H20|GH200)\b", "hopper"),
     (r"\b(B100|B200|B300|GB200|GB300|RTX 50\d\d|RTX PRO 6000)\b", "blackwell"),
+    (r"\b(MI300X?|MI300A|MI325X|GFX942)\b", "cdna3"),
+    (r"\b(MI350X|MI355X|GFX950)\b", "cdna4"),
 )
 
 
@@ -48,16 +58,23 @@ def family(spec: Any) -> str:
 
 
 def nearest_family(fam: str, known: Any) -> str | None:
-    """Of the families in ``known``, the one nearest to ``fam`` by generation (the newer on a tie);
-    None if ``known`` holds none of :data:`FAMILIES` or ``fam`` is not one (a CPU, an unknown GPU: the
-    newest known family then stands in, as the least surprising default)."""
-    ranked = [f for f in FAMILIES if f in set(known)]
+    """Of the families in ``known``, the one nearest to ``fam`` by generation within its vendor (the newer on
+    a tie); an AMD family without an AMD one in ``known`` takes its NVIDIA contemporary's nearest
+    (:data:`PEERS`). None if ``known`` holds none of :data:`FAMILIES`; for a ``fam`` that is not one (a CPU,
+    an unknown GPU) the newest known NVIDIA family stands in, as the least surprising default."""
+    known = set(known)
+    ranked = [f for f in FAMILIES if f in known]
     if not ranked:
         return None
     if fam not in FAMILIES:
-        return ranked[-1]
+        nvidia = [f for f in ranked if VENDOR[f] == "NVIDIA"]
+        return (nvidia or ranked)[-1]
+    same = [f for f in ranked if VENDOR[f] == VENDOR[fam]]
+    if not same and fam in PEERS:
+        return nearest_family(PEERS[fam], known)
+    pool = same or ranked
     i = FAMILIES.index(fam)
-    return min(ranked, key=lambda f: (abs(FAMILIES.index(f) - i), -FAMILIES.index(f)))
+    return min(pool, key=lambda f: (abs(FAMILIES.index(f) - i), -FAMILIES.index(f)))
 
 
 def evidence_of(spec: Any, table: Mapping[str, Any]) -> tuple[Any, str]:

@@ -213,7 +213,7 @@ _ENTRIES = (
         timing=("artifacts of 2025-07/10: a CUDA-event pair around one call, median of 10 after 5 warm-up, no L2 "
                 "flush; later campaigns: torch.profiler (CUPTI) sum of the attention kernels' device time, L2 "
                 "flushed, median of the last calls (the 'timing' column says which)"),
-        caveat=("Six campaigns with different software and timing; times printed to 1 µs (±3 % at the smallest "
+        caveat=("Six campaigns with different software and timing; times printed to a microsecond (±3 % at the smallest "
                 "shapes); clocks not locked."),
         gpu_column="gpu",
         gpus={"NVIDIA B200": "B200", "NVIDIA GB200": "GB200", "NVIDIA GB300": "GB300", "NVIDIA H200": "H200"},

@@ -38,7 +38,9 @@ def test_dense_not_sparse_peaks():
     ("NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB"), ("NVIDIA A100-SXM4-40GB", "A100-SXM4-40GB"),
     ("Tesla V100-SXM2-32GB", "V100-SXM2"), ("Tesla T4", "T4"), ("NVIDIA L4", "L4"), ("NVIDIA L40S", "L40S"),
     ("NVIDIA A10", "A10"), ("NVIDIA GeForce RTX 4090", "RTX-4090"), ("NVIDIA GH200 480GB", None),
-    ("NVIDIA A40", None),
+    ("NVIDIA A40", None), ("NVIDIA B200", "B200"), ("NVIDIA GB200", "GB200"), ("NVIDIA B300 SXM6 AC", "B300"),
+    ("AMD Instinct MI300X", "MI300X"), ("AMD Instinct MI300X VF", "MI300X"), ("AMD Instinct MI325X", "MI325X"),
+    ("AMD Instinct MI355X", "MI355X"), ("AMD Instinct MI350X", "MI350X"), ("AMD Instinct MI250X", None),
 ])
 def test_driver_names(driver, entry):
     assert pk.devices.match_driver_name(driver) == entry
@@ -47,7 +49,7 @@ def test_driver_names(driver, entry):
 def test_lookup_is_forgiving_but_unknown_names_fail_clearly():
     assert pk.device_spec("h100 sxm") is KNOWN_DEVICES["H100-SXM"]
     assert pk.device_spec("NVIDIA H100 80GB HBM3") is KNOWN_DEVICES["H100-SXM"]
-    with pytest.raises(LookupError, match="known devices: V100-SXM2"):
+    with pytest.raises(LookupError, match="known devices: NVIDIA: V100-SXM2.*B200.*; AMD: MI300X.*MI355X"):
         pk.device_spec("TPU v5e")
     with pytest.raises(TypeError, match="name"):
         pk.device_spec(132)
@@ -98,3 +100,31 @@ def test_current_device_on_gpu_reads_the_driver():
     assert d.kind == "gpu" and d.sms == props.multi_processor_count
     assert d.driver_name == props.name
     assert d.peak_flop_s("float32") > 0
+
+
+def test_newest_parts_have_their_vendor_dies_and_dtypes():
+    b200, mi300x, mi355x = (pk.device_spec(n) for n in ("B200", "MI300X", "MI355X"))
+    assert (b200.vendor, b200.dies, b200.warp_size, b200.unit_name) == ("NVIDIA", 1, 32, "SMs")
+    assert (mi300x.vendor, mi300x.dies, mi300x.warp_size, mi300x.unit_name) == ("AMD", 8, 64, "CUs")
+    assert mi300x.sms % mi300x.dies == 0 and mi355x.sms // mi355x.dies == 32
+    # Dense, never sparse: B200 bf16 2.25 PFLOP/s, fp4 twice fp8; MI355X's fp6 runs at its fp4 rate, B200's at fp8's
+    assert b200.peak_flop_s("bf16") == 2250e12 and b200.peak_flop_s("nvfp4") == 2 * b200.peak_flop_s("fp8")
+    assert mi355x.peak_flop_s("mxfp6") == mi355x.peak_flop_s("mxfp4") and b200.peak_flop_s("fp6") == 4500e12
+    assert "CUs" in mi300x.describe() and "Infinity Cache" in mi300x.describe()
+
+
+@pytest.mark.parametrize("name, dtype", [("MI355X", "tf32"), ("B300", "int8"), ("H100-SXM", "float4"),
+                                         ("MI300X", "mxfp4")])
+def test_a_dtype_a_part_lacks_is_refused_naming_its_dtypes(name, dtype):
+    with pytest.raises(LookupError, match=f"on {name}; dtypes with a peak: 'float64'"):
+        pk.device_spec(name).peak_flop_s(dtype)
+
+
+def test_every_peak_is_dense_and_ordered_like_the_hardware():
+    for spec in KNOWN_DEVICES.values():
+        p = spec.peaks
+        assert spec.vendor in ("NVIDIA", "AMD") and spec.sources["peaks"]
+        # narrower types never run slower than wider ones on the same part
+        for wide, narrow in (("bfloat16", "float8"), ("float8", "float6"), ("float6", "float4")):
+            if wide in p and narrow in p:
+                assert p[narrow] >= p[wide], (spec.name, wide, narrow)

@@ -68,14 +68,16 @@ from typing import Any, Mapping
 import numpy as np
 
 from ._validate import non_negative_number, positive_int, positive_number, tile_pair
+from .achievable import AMD_FIT
+from .architectures import family
 from .ceilings import KERNEL_LATENCY_S, Ceilings, gemm_latency_s, resolve_ceilings, unaligned_slowdown_for
 from .devices import DeviceSpec, resolve_spec
-from .dtypes import canonical_dtype, itemsize, output_itemsize
+from .dtypes import canonical_dtype, itemsize, output_itemsize, scale_itemsize
 from .gemm_alignment import check_layout, narrowest_alignment
 from .quantization import alignment, cdiv
 from .roofline import gemm_bytes, gemm_flops
 
-__all__ = ["CANDIDATE_TILES", "DEFAULT_MODEL", "GemmModel", "GemmPrediction", "REFERENCE_REUSE_HALF",
+__all__ = ["CANDIDATE_TILES", "DEFAULT_MODEL", "FAMILY_MODELS", "GemmModel", "GemmPrediction", "REFERENCE_REUSE_HALF",
            "SPLIT_K_IN_KERNEL", "TILE_SHAPE_FACTORS", "explain_gemm", "predict_gemm_time", "prediction_error",
            "shape_factor"]
 
@@ -93,6 +95,10 @@ SPLITS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
 #: the *fit* half of OpenXLA's published H100 BF16 rows (90th percentile of |error| 22 % → 17 %;
 #: held out 24 % → 18 %); DeepBench's V100 and P100 (cuBLAS 10.1 and 8) keep the second kernel.
 SPLIT_K_IN_KERNEL: frozenset[str] = frozenset({"H100-SXM", "H100-PCIe", "H200", "H800"})
+# Blackwell (cuBLAS 12.8+, the same stream-K machinery) is assumed to do the same; no published Blackwell
+# GEMM table with split-K shapes exists to check it. AMD's libraries were fitted with the second kernel
+# (perfkit.achievable.AMD_FIT).
+SPLIT_K_IN_KERNEL |= frozenset({"B200", "GB200", "B300", "GB300"})
 
 
 @dataclass(frozen=True)
@@ -125,6 +131,14 @@ class GemmModel:
 
 
 DEFAULT_MODEL = GemmModel()
+
+#: Per architecture family, the model's constants where they differ from :data:`DEFAULT_MODEL`: CDNA's tile
+#: reuse (:data:`perfkit.achievable.AMD_FIT`; CDNA 3 assumed from CDNA 4). Blackwell's 2-SM MMA runs a
+#: 256×256 tile on a pair of SMs, which per SM is the 256×128 tile the candidates hold; CDNA's 8 dies take
+#: work-groups round robin, so a wave of ``T`` tiles over 8 dies of ``n`` CUs, ⌈⌈T/8⌉/n⌉, is ⌈T/(8n)⌉: the
+#: same waves as one pool of CUs.
+FAMILY_MODELS: dict[str, GemmModel] = {
+    f: GemmModel(reuse_per_ridge=AMD_FIT["reuse_per_ridge"]) for f in ("cdna3", "cdna4")}
 
 #: The ``r0`` of :data:`TILE_SHAPE_FACTORS`: a V100's FP32 units (14.8 TFLOP/s over 810 GB/s).
 REFERENCE_REUSE_HALF = 16.0
@@ -247,7 +261,7 @@ def explain_gemm(M: int, N: int, K: int, dtype: Any, spec: str | DeviceSpec, til
         raise LookupError(f"memory bandwidth of {spec.name} is unknown, so it has no roofline")
     if not spec.sms:
         raise LookupError(f"the SM count of {spec.name} is unknown, so waves cannot be modelled")
-    model = DEFAULT_MODEL if model is None else model
+    model = FAMILY_MODELS.get(family(spec), DEFAULT_MODEL) if model is None else model
     if not isinstance(model, GemmModel):
         raise TypeError(f"model must be a GemmModel or None, got {model!r}")
     blocks_per_sm = positive_int("blocks_per_sm", blocks_per_sm)
@@ -281,7 +295,7 @@ def explain_gemm(M: int, N: int, K: int, dtype: Any, spec: str | DeviceSpec, til
 
     flops = batch * gemm_flops(M, N, K)
     size, out_size = itemsize(dtype), output_itemsize(dtype)
-    in_bytes = batch * size * (M * K + K * N)  # the operands the kernel's pipeline streams in
+    in_bytes = batch * (size + scale_itemsize(dtype)) * (M * K + K * N)  # operands (and block scales) streamed in
     base_bytes = in_bytes + batch * out_size * M * N * (2 if accumulate else 1)
     floor_s = max(flops / peak_sheet, batch * gemm_bytes(M, N, K, dtype) / spec.mem_bandwidth)
     wave = spec.sms * blocks_per_sm

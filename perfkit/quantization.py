@@ -12,6 +12,7 @@ TM×TN, one thread block each (``tile=(TM, TN)``: TM rows of M, TN columns of N)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from ._validate import non_negative_int, positive_int, tile_pair
@@ -38,16 +39,19 @@ def cdiv(a, b):
 
 
 def alignment(dtype: Any, bytes: int = 16) -> int:
-    """Elements per ``bytes`` bytes (default 16): the dimension multiple Tensor Cores like best.
+    """Elements per ``bytes`` bytes (default 16): the dimension multiple Tensor Cores like best. For a sub-byte
+    dtype, the fewest elements that fill a whole multiple of ``bytes`` (float6: 64 elements in 48 bytes).
 
     float16/bfloat16 → 8, float32/tf32 → 4, float64 → 2, int8/float8 → 16, float4 → 32. NVIDIA recommends
     ``bytes=128`` on A100 (64 float16 elements).
     """
     nbytes = positive_int("bytes", bytes)
     size = itemsize(dtype)
+    if isinstance(size, float):  # a sub-byte element (float6, float4): the fewest elements filling whole multiples
+        return (Fraction(nbytes) / Fraction(size)).numerator
     if nbytes % size:
         raise ValueError(f"bytes must be a multiple of the element size ({size} bytes), got {nbytes}")
-    return int(nbytes // size)
+    return nbytes // size
 
 
 def is_aligned(dtype: Any, *dims: int, bytes: int = 16) -> bool:

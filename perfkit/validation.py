@@ -35,9 +35,11 @@ from .gemm_model import GemmModel, explain_gemm, prediction_error
 from .meta import FrameMeta
 from .provenance import source_of
 from .published_data import has_published, published, published_all
+from .published_data.newest import aiter_rows, mamf_rows
 from .published_data.xla import xla_rows
 
-__all__ = ["BATCH_COLUMNS", "COLUMN_MAJOR_PUBLISHERS", "EXPERIMENT_LAYOUTS", "FITTED_ON", "GEMM_EXPERIMENTS",
+__all__ = ["BATCH_COLUMNS", "COLUMN_MAJOR_PUBLISHERS", "EXPERIMENT_LAYOUTS", "FITTED_ON", "FITTED_WHOLLY",
+           "GEMM_EXPERIMENTS",
            "RECORDED_FITS", "VALIDATION_COLUMNS", "fit_half", "half_labels", "neighbour_slowdowns", "recorded_fit_rows",
            "row_layouts",
            "validation_frames", "validation_table", "vocab_gemms", "with_predictions", "worst_predictions"]
@@ -71,7 +73,14 @@ RECORDED_FITS: dict[str, str] = {
 FITTED_ON: dict[tuple[str, str], frozenset[str] | None] = {
     ("Baidu DeepBench", "V100-SXM2"): None,
     ("OpenXLA", "H100-SXM"): frozenset({"bfloat16", "tf32"}),
+    ("AMD AITER", "MI355X"): frozenset({"bfloat16"}),  # CDNA's constants (perfkit.achievable.AMD_FIT)
 }
+
+#: Published tables every row of which fitted something (not split in halves): (publisher's name as it
+#: begins, perfkit device). The MAMF finder's AMD rows set those devices' achievable fractions
+#: (perfkit.achievable.ACHIEVABLE_FRACTIONS); its Blackwell rows fitted nothing and are "not fitted".
+FITTED_WHOLLY: frozenset[tuple[str, str]] = frozenset(
+    ("ml-engineering", d) for d in ("MI300X", "MI325X", "MI355X"))
 
 #: Columns that give a row's batch (GEMMs per launch), first found wins: ours, XLA's, DeepGEMM's.
 BATCH_COLUMNS: tuple[str, ...] = ("batch", "b", "groups")
@@ -137,6 +146,9 @@ def half_labels(frame: pd.DataFrame) -> pd.Series:
     dtypes = _fitted_dtypes(meta)
     out = pd.Series("not fitted", index=frame.index, dtype=object)
     out[recorded_fit_rows(frame)] = "fit"
+    if any((meta.published_by or "").startswith(by) and meta.device == d for by, d in FITTED_WHOLLY):
+        out[:] = "fit"
+        return out
     if dtypes is False or not len(frame):
         return out
     fitted = pd.Series(True, index=frame.index) if dtypes is None else frame["dtype"].isin(list(dtypes))
@@ -225,7 +237,7 @@ def vocab_gemms(frame: pd.DataFrame) -> pd.DataFrame:
 
 def validation_frames(root=None) -> dict[str, pd.DataFrame]:
     """Every published GEMM (DeepBench's V100 and P100; OpenXLA's H100 bf16 and TF32 rows, every
-    batch) and every recorded cuBLAS GEMM under ``data/`` (:data:`GEMM_EXPERIMENTS`, and the nn.Linear
+    batch; AMD AITER's tuned GEMMs per GPU; the MAMF finder's best shapes per GPU) and every recorded cuBLAS GEMM under ``data/`` (:data:`GEMM_EXPERIMENTS`, and the nn.Linear
     rows of ``vocab_padding``), with predictions, by name. Published rows get the model with its
     default ceilings; recorded ones the ceilings recorded on their GPU (:func:`perfkit.calibrated`)."""
     frames = {}
@@ -234,6 +246,12 @@ def validation_frames(root=None) -> dict[str, pd.DataFrame]:
         frames[f"{meta.published_by} {meta.device}"] = with_predictions(f)
     if has_published("xla_h100_gemm"):
         frames["OpenXLA H100-SXM"] = with_predictions(xla_rows(published("xla_h100_gemm")))
+    for name, rows in (("aiter_gemm", aiter_rows), ("mamf_newest", mamf_rows)):
+        for f in published_all(name) if has_published(name) else []:
+            f = rows(f)
+            if len(f):
+                meta = FrameMeta.of(f)
+                frames[f"{meta.published_by} {meta.device}"] = with_predictions(f)
     table = recordings(root)
     for r in table[table["device_kind"] == "gpu"].itertuples():
         if r.experiment in GEMM_EXPERIMENTS or r.experiment == "vocab_padding":

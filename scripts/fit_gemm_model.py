@@ -13,9 +13,13 @@
   (``GEMM_SM_BANDWIDTH``, ``GEMM_FLOOR_S``) by grid search on the memory-bound aligned rows of our
   H200's ``gemm_small_n`` and ``fc_batch`` (``perfkit.validation.recorded_fit_rows``).
 
+- ``--cdna``: AMD CDNA's typical-over-best fraction, GEMM fixed cost, bandwidth fraction and tile reuse
+  (``perfkit.achievable.AMD_FIT``) by grid search on the fit half of AMD AITER's gfx950 (MI355X-class) bf16
+  GEMMs; prints the held-out half, AITER's gfx942 (MI300X-class) bf16 rows and the MAMF rows beside them.
+
 Run from the repository root::
 
-    python scripts/fit_gemm_model.py [--tf32 | --alignment | --stream]
+    python scripts/fit_gemm_model.py [--tf32 | --alignment | --stream | --cdna]
 """
 
 from __future__ import annotations
@@ -29,7 +33,10 @@ import pandas as pd
 from tqdm import tqdm
 
 import perfkit as pk
+from perfkit.meta import FrameMeta
+from perfkit.achievable import AMD_FIT
 from perfkit.ceilings import (ALIGNMENT_SLOWDOWNS, GEMM_FLOOR_S, GEMM_SM_BANDWIDTH, TF32_FIT, default_ceilings)
+from perfkit.published_data.newest import aiter_rows, mamf_rows
 from perfkit.gemm_model import DEFAULT_MODEL, GemmModel
 from perfkit.published_data.xla import xla_rows
 from perfkit.validation import fit_half, neighbour_slowdowns, recorded_fit_rows, validation_frames, with_predictions
@@ -38,6 +45,8 @@ GRID = {"reuse_per_ridge": (0.5, 0.75, 1.0, 1.25, 1.5), "sm_bandwidth_share": (0
         "latency_s": (4e-6, 5e-6, 6e-6)}
 TF32_GRID = {"fraction": tuple(np.round(np.arange(0.60, 0.876, 0.025), 3)),
              "extra_latency_s": tuple(np.round(np.arange(0, 4.01e-6, 0.5e-6), 9))}
+CDNA_GRID = {"typical_of_best": (0.7, 0.75, 0.8, 0.85), "latency_s": (2.0e-6, 2.5e-6, 3.0e-6, 3.5e-6),
+             "bandwidth_fraction": (0.7, 0.75, 0.8, 0.85), "reuse_per_ridge": (1.0, 4.0, 16.0, 64.0)}
 STREAM_GRID = {"floor_s": tuple(np.round(np.arange(5.0e-6, 7.51e-6, 0.25e-6), 9)),
                "sm_bandwidth": tuple(np.arange(17e9, 26.1e9, 1e9))}
 
@@ -116,13 +125,51 @@ def fit_stream() -> None:
     print(f"\nperfkit.ceilings: GEMM_FLOOR_S {GEMM_FLOOR_S}, GEMM_SM_BANDWIDTH {GEMM_SM_BANDWIDTH}")
 
 
+def cdna_predictions(frame: pd.DataFrame, typical_of_best: float, latency_s: float, bandwidth_fraction: float,
+                     reuse_per_ridge: float) -> pd.DataFrame:
+    """``frame`` (one AMD GPU's GEMMs) predicted with CDNA constants other than perfkit's."""
+    spec = pk.device_spec(pk.meta.FrameMeta.of(frame).device)
+    base = default_ceilings(spec)
+    scale = typical_of_best / AMD_FIT["typical_of_best"]
+    c = replace(base, flop_s={d: v * scale for d, v in base.flop_s.items()}, gemm_latency_s=latency_s,
+                bandwidth=bandwidth_fraction * spec.mem_bandwidth, gemm_floor_s=None)
+    return with_predictions(frame, spec, ceilings=c, model=GemmModel(reuse_per_ridge=reuse_per_ridge))
+
+
+def fit_cdna() -> None:
+    """Grid-search AMD_FIT on the fit half of AITER's gfx950 bf16 rows; print it beside the held-out rows."""
+    mi355x = aiter_rows(pk.published("aiter_gemm", "MI355X"), dtype="bfloat16")
+    mi300x = aiter_rows(pk.published("aiter_gemm", "MI300X"), dtype="bfloat16")
+    half = fit_half(mi355x)
+    fit, held = mi355x[half], mi355x[~half]
+    grid = []
+    for values in tqdm(list(itertools.product(*CDNA_GRID.values())), desc="cdna grid"):
+        grid.append({**dict(zip(CDNA_GRID, values)), "score": score(cdna_predictions(fit, *values))})
+    table = pd.DataFrame(grid).sort_values("score", kind="stable")
+    pd.set_option("display.width", 220)
+    print("best on the fit half of AITER's gfx950 bf16 rows (median + p90 of |error|):")
+    print(table.head(8).to_string(index=False))
+    best = tuple(table.iloc[0][list(CDNA_GRID)])
+    ours = tuple(AMD_FIT[k] for k in CDNA_GRID)
+    mamf = [m for m in map(mamf_rows, pk.published_data.published_all("mamf_newest")) if len(m)]
+    for label, values in (("best", best), ("perfkit.achievable.AMD_FIT", ours)):
+        print(f"\n{label}: {dict(zip(CDNA_GRID, values))}")
+        for name, frame in (("MI355X fit half", fit), ("MI355X held out", held), ("MI300X (held out)", mi300x),
+                            *((f"MAMF {FrameMeta.of(f).device}", f) for f in mamf
+                              if pk.devices.device_spec(FrameMeta.of(f).device).vendor == "AMD")):
+            print("  " + summary(name, cdna_predictions(frame, *values)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--tf32", action="store_true", help="fit Hopper's TF32 defaults on XLA's H100 rows")
     which.add_argument("--alignment", action="store_true", help="Hopper's unaligned slowdowns from our H200")
     which.add_argument("--stream", action="store_true", help="Hopper's GEMM streaming rate and floor from our H200")
+    which.add_argument("--cdna", action="store_true", help="CDNA's constants from AITER's gfx950 bf16 rows")
     args = parser.parse_args()
+    if args.cdna:
+        return fit_cdna()
     if args.tf32:
         return fit_tf32()
     if args.alignment:

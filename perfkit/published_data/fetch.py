@@ -2,8 +2,9 @@
 
 For every catalogue entry, :func:`fetch` gets the pinned commits into a bare cache repository (plain ``git``:
 ``git fetch --depth 1 <url> <commit>``, a full fetch if the server refuses that), extracts the rows with
-the entry's extractor (:data:`EXTRACTORS`; they read files with ``git show <commit>:<path>``), checks that
-every row names its ``owner/repo/path@commit``, and writes the CSV into the published-data folder,
+the entry's extractor (:data:`EXTRACTORS`; they read files with ``git show <commit>:<path>`` and list a
+folder with ``git ls-tree``), checks that every row names its ``owner/repo/path@commit`` (a path the entry
+lists, or a file under a folder it lists), and writes the CSV into the published-data folder,
 atomically, if its SHA-256 is the catalogue's. Nothing is downloaded but the repositories' own files.
 """
 
@@ -23,11 +24,12 @@ from typing import Callable, Iterable, Mapping
 import pandas as pd
 
 from .._files import write_atomic
-from . import extract_deepbench, extract_text, extract_xla
+from . import extract_deepbench, extract_gemm_tables, extract_kernel_tables, extract_text, extract_xla
 from .catalog import CATALOG, PublishedSource
 from .extract_text import csv_bytes, owner_repo
 
-#: source name → extractor(entry, read) where read(commit, path) -> bytes.
+#: source name → extractor(entry, read) where read(commit, path) -> bytes (and, where an extractor needs them,
+#: read.log, read.date and read.files: see :class:`GitReader`).
 EXTRACTORS: Mapping[str, Callable[[PublishedSource, Callable[[str, str], bytes]], pd.DataFrame]] = MappingProxyType({
     "deepbench_gemm": extract_deepbench.extract_deepbench_gemm,
     "deepbench_conv": extract_deepbench.extract_deepbench_conv,
@@ -39,6 +41,10 @@ EXTRACTORS: Mapping[str, Callable[[PublishedSource, Callable[[str, str], bytes]]
     "gpu_benches_stream": extract_text.extract_gpu_benches_stream,
     "gpu_benches_small_kernels": extract_text.extract_gpu_benches_small,
     "deepgemm_fp8": extract_text.extract_deepgemm,
+    "mamf_newest": extract_gemm_tables.extract_mamf,
+    "aiter_gemm": extract_gemm_tables.extract_aiter_gemm,
+    "cudnn_sdpa_training": extract_kernel_tables.extract_cudnn_sdpa_training,
+    "hipkittens": extract_kernel_tables.extract_hipkittens,
 })
 #: Columns of the table :func:`fetch` returns.
 RESULT_COLUMNS = ("name", "path", "rows", "sha256", "expected_sha256", "matches", "written")
@@ -79,7 +85,7 @@ class GitReader:
     itself, or a mirror: a local path or another URL). The cache is a partial clone (``blob:none``):
     only commits and trees are fetched, and ``git show`` fetches the few files read, so a large
     repository (openxla/xla) costs megabytes, not its whole tree. A server without filters sends
-    everything, which works too.
+    everything, which works too. :meth:`files` lists a folder at a commit (``git ls-tree``, trees only).
     """
 
     def __init__(self, repository: str, url: str, cache: str | os.PathLike) -> None:
@@ -141,6 +147,14 @@ class GitReader:
                 raise FileNotFoundError(f"{self.repository}: {path} is not in commit {commit}")
             raise RuntimeError(f"{self.repository}: `git show {commit}:{path}` failed: {err}")
         return done.stdout
+
+    def files(self, commit: str, folder: str) -> list[str]:
+        """Paths (from the repository root) of every file under ``folder`` at ``commit``, at any depth, in git's
+        order; empty if the folder is not in that commit."""
+        self.ensure(commit)
+        out = self._run(["ls-tree", "-r", "-z", "--name-only", commit, "--", folder.rstrip("/") + "/"],
+                        f"files under {folder} at {commit}")
+        return [p for p in out.decode("utf-8", errors="surrogateescape").split("\0") if p]
 
     def log(self, commit: str, *paths: str) -> list[str]:
         """Commits at or before ``commit`` that touched ``paths``, newest first (fetches the whole history once)."""
@@ -228,8 +242,16 @@ def _mirrors(mirrors: object, catalog: Mapping[str, PublishedSource]) -> dict[st
     return out
 
 
+def _listed(path: str, paths: Iterable[str]) -> bool:
+    """``path`` is one of ``paths`` or a file under one of them (a catalogue entry may list folders)."""
+    if ".." in path.split("/"):
+        return False
+    return any(path == p or path.startswith(p.rstrip("/") + "/") for p in paths)
+
+
 def check_sources(entry: PublishedSource, frame: pd.DataFrame) -> None:
-    """Every row names ``owner/repo/path@commit`` of the entry's repository, paths and commits; columns are there."""
+    """Every row names ``owner/repo/path@commit`` of the entry's repository, paths (a listed file, or a file
+    under a listed folder) and commits; the entry's columns are there."""
     missing = [c for c in entry.columns if c not in frame.columns]
     if missing:
         raise ValueError(f"{entry.name}: the extracted table lacks the columns {missing}")
@@ -238,9 +260,9 @@ def check_sources(entry: PublishedSource, frame: pd.DataFrame) -> None:
     pattern = re.compile(re.escape(owner_repo(entry)) + r"/(.+)@([0-9a-f]{40})")
     for i, s in enumerate(frame["source"]):
         m = pattern.fullmatch(s) if isinstance(s, str) else None
-        if m is None or m.group(1) not in entry.paths or m.group(2) not in entry.commits:
-            raise ValueError(f"{entry.name}: row {i} has source {s!r}, expected {owner_repo(entry)}/<one of "
-                             f"{list(entry.paths)}>@<one of {list(entry.commits)}>")
+        if m is None or not _listed(m.group(1), entry.paths) or m.group(2) not in entry.commits:
+            raise ValueError(f"{entry.name}: row {i} has source {s!r}, expected {owner_repo(entry)}/<one of, or a "
+                             f"file under one of, {list(entry.paths)}>@<one of {list(entry.commits)}>")
 
 
 # ---------------------------------------------------------------------------------------------- fetch

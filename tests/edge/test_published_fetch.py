@@ -512,6 +512,15 @@ def test_source_column_is_checked(tmp_path, deepgemm_repo, monkeypatch):
             F.check_sources(e, frame)
     with pytest.raises(ValueError, match="lacks the columns"):
         F.check_sources(e, frame.drop(columns=["tflops"]))
+    a = CATALOG["aiter_gemm"]  # an entry that lists a folder: the files under it, at any depth
+    frame = pd.DataFrame({c: [1] for c in a.columns})
+    for path in ("aiter/configs/bf16_tuned_gemm.csv", "aiter/configs/model_configs/dsv3_bf16_tuned_gemm.csv"):
+        frame["source"] = f"ROCm/aiter/{path}@{a.commits[0]}"
+        F.check_sources(a, frame)
+    for path in ("aiter/configs_old/bf16_tuned_gemm.csv", "aiter/bf16_tuned_gemm.csv", "aiter/configs/../setup.py"):
+        frame["source"] = f"ROCm/aiter/{path}@{a.commits[0]}"
+        with pytest.raises(ValueError, match="file under one of"):
+            F.check_sources(a, frame)
 
 
 def test_main(tmp_path, deepgemm_repo, monkeypatch, capsys):

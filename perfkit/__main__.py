@@ -1,7 +1,7 @@
 """Command line: ``python -m perfkit {info,list,published,validate,record,advise,calibrate,trace}`` (also ``perfkit``).
 
 - ``info``: this device's spec (every number and where it comes from, its calibrated ceilings when a
-  profile was saved) and the software versions;
+  profile was saved) and the software versions (CUDA's, or ROCm's on an AMD GPU);
 - ``calibrate [--quick | --thorough] [--dtype D ...] [--out FILE.json] [--no-save] [--no-progress]``: measure
   this device's achievable ceilings and the model's error on it (:func:`perfkit.calibrate`), print the
   report and save the profile (the user's cache, or FILE.json; nothing is written if interrupted);
@@ -184,6 +184,18 @@ def _advise(args: argparse.Namespace) -> int:
     return 0
 
 
+def _runtime_rows(env: dict) -> list[tuple[str, str, str]]:
+    """``perfkit info``'s GPU runtime rows: CUDA's (an NVIDIA GPU, or none), or ROCm's for torch's
+    ROCm build (AMD GPUs through ``torch.cuda``; nothing there is called CUDA)."""
+    if env.get("hip"):
+        return [("GPU runtime", f"ROCm {env['hip']}", "torch.version.hip (torch's ROCm build)"),
+                ("AMD GPU available", str(env["cuda_available"]), "torch.cuda.is_available() (ROCm)"),
+                ("AMD driver", env["driver"] or "unknown", "/sys/module/amdgpu/version")]
+    return [("CUDA available", str(env["cuda_available"]), "torch.cuda.is_available()"),
+            ("NVIDIA driver", env["driver"] or "none", "pynvml / nvidia-smi"),
+            ("CUDA (torch)", env["cuda"] or "none", "torch.version.cuda")]
+
+
 def _info() -> int:
 
     spec = current_device()
@@ -191,9 +203,7 @@ def _info() -> int:
     env = environment()
     print()
     rows = [
-        ("CUDA available", str(env["cuda_available"]), "torch.cuda.is_available()"),
-        ("NVIDIA driver", env["driver"] or "none", "pynvml / nvidia-smi"),
-        ("CUDA (torch)", env["cuda"] or "none", "torch.version.cuda"),
+        *_runtime_rows(env),
         ("torch", env["torch"] or "not installed", "torch.__version__"),
         ("triton", env["triton"] or "not installed", "triton.__version__"),
         ("cupy", env["cupy"] or "not installed", "cupy.__version__"),

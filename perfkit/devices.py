@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
-import platform
 import re
-import time
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
@@ -21,6 +19,8 @@ import psutil
 
 from .ceilings import Ceilings, default_ceilings, merged
 from .datasheets import DRIVER_PATTERNS, VENDORS
+from .device_runtime import (DriverProperties, cpu_name, cuda_available, driver_properties, gpu_runtime,
+                             measure_copy_bandwidth, measure_peaks, theoretical_bandwidth)
 from .dtypes import DTYPES, canonical_dtype
 from .units import GIGA, TERA, GiB, MiB, format_rate
 
@@ -100,7 +100,8 @@ class DeviceSpec:
             ("memory bandwidth", fmt(self.mem_bandwidth, "GB/s", GIGA), self.sources.get("mem_bandwidth", "")),
             ("L2 cache", fmt(self.l2_bytes, "MiB", MiB), self.sources.get("l2_bytes", "")),
             ("memory", fmt(self.memory_bytes, "GiB", GiB), self.sources.get("memory_bytes", "")),
-            *([("Infinity Cache", fmt(self.llc_bytes, "MiB", MiB), self.sources.get("l2_bytes", ""))]
+            *([("Infinity Cache", fmt(self.llc_bytes, "MiB", MiB),
+                self.sources.get("llc_bytes", self.sources.get("peaks", "")))]
               if self.llc_bytes else []),
             ("ceilings", "measured" if self.measured_ceilings else "datasheet × fractions",
              self.sources.get("ceilings", "")),
@@ -119,7 +120,8 @@ def _gpu(vendor: str, name, sms, bw_gbs, l2_mib, mem_gb, peaks, source, dies=1, 
         name=name, kind="gpu", sms=sms, mem_bandwidth=bw_gbs * GIGA, l2_bytes=int(l2_mib * MiB),
         memory_bytes=int(mem_gb * GIGA),
         peaks={k: v * TERA for k, v in peaks.items()},
-        sources={k: source for k in ("sms", "mem_bandwidth", "l2_bytes", "memory_bytes", "peaks")},
+        sources={k: source for k in ("sms", "mem_bandwidth", "l2_bytes", "memory_bytes", "peaks")
+                 + (("llc_bytes",) if llc_mib else ())},
         vendor=vendor, dies=dies, warp_size=warp, llc_bytes=None if llc_mib is None else int(llc_mib * MiB),
     )
 
@@ -193,25 +195,16 @@ def resolve_spec(spec: "str | DeviceSpec | None", *, default: "str | DeviceSpec 
     raise TypeError(f"{param} must be {accepted}, got {spec!r} ({type(spec).__name__})")
 
 
-def cuda_available() -> bool:
-    """Whether torch is installed and sees a CUDA GPU (a broken driver counts as no GPU)."""
-    try:
-        import torch
-    except ImportError:
-        return False
-    try:
-        return bool(torch.cuda.is_available())
-    except Exception:
-        return False
-
-
 def current_device(refresh: bool = False) -> DeviceSpec:
-    """The spec of the device perfkit measures on: the current CUDA GPU, else this CPU.
+    """The spec of the device perfkit measures on: the current GPU (NVIDIA through CUDA, or AMD through
+    torch's ROCm build, :func:`~perfkit.device_runtime.gpu_runtime`), else this CPU.
 
-    - A known GPU: datasheet peaks and bandwidth, with SM count, L2 size and memory read from the
-      driver at run time.
-    - An unknown GPU: SMs, L2, memory and theoretical bandwidth read from the driver; compute peaks
-      measured with quick matmuls (labelled as measured).
+    - A known GPU: datasheet peaks and bandwidth, with SM (AMD: CU) count, L2 size and memory read
+      from the driver at run time (on a multi-die AMD GPU the driver reports one die's L2: × dies).
+    - An unknown GPU: SMs or CUs, L2, memory, warp size and theoretical bandwidth read from the
+      driver; compute peaks measured with quick matmuls (labelled as measured). On AMD the bandwidth
+      is also measured with copies, and the larger of the two kept (see :func:`_unknown_gpu`).
+      ``sources["name"]`` says it is not in perfkit's table and what was read and what measured.
     - A CPU: ceilings measured with quick matmuls and a copy (labelled as measured); the ``sms``
       field holds the core count.
 
@@ -229,44 +222,66 @@ def _current_device() -> DeviceSpec:
     return _cpu_spec()
 
 
+_RUNTIME_SOURCE = "read at run time (torch.cuda.get_device_properties)"
+
+
 def _cuda_spec() -> DeviceSpec:
-    import torch
-
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    driver_name = props.name
-    runtime = "read at run time (torch.cuda.get_device_properties)"
-    entry = match_driver_name(driver_name)
-    sms = int(props.multi_processor_count)
-    l2 = int(getattr(props, "L2_cache_size", 0)) or None
-    mem = int(props.total_memory)
+    """The GPU in use (CUDA or ROCm): its table entry with the driver's counts, else what the driver
+    reports plus quick measurements."""
+    props = driver_properties()
+    entry = match_driver_name(props.name)
     if entry is not None:
-        base = KNOWN_DEVICES[entry]
-        sources = dict(base.sources, sms=runtime, memory_bytes=runtime, name=f"matched to table entry {entry}")
-        if l2:
-            sources["l2_bytes"] = runtime
-        return replace(base, sms=sms, l2_bytes=l2 or base.l2_bytes, memory_bytes=mem,
-                       driver_name=driver_name, sources=sources)
-    # Unknown GPU: read what the driver knows, measure the rest.
-    bw, bw_src = None, "unknown"
-    clock_khz = getattr(props, "memory_clock_rate", None)
-    bus_bits = getattr(props, "memory_bus_width", None)
-    if clock_khz and bus_bits:
-        bw = clock_khz * 1e3 * 2 * bus_bits / 8  # double data rate
-        bw_src = "theoretical from memory clock × bus width (driver)"
-    peaks, peak_src = _measure_peaks("cuda")
-    if bw is None:
-        bw, bw_src = _measure_copy_bandwidth("cuda")
+        return _known_gpu(KNOWN_DEVICES[entry], props)
+    return _unknown_gpu(props, "AMD" if gpu_runtime() == "rocm" else "NVIDIA")
+
+
+def _known_gpu(base: DeviceSpec, props: DriverProperties) -> DeviceSpec:
+    """``base`` (a table entry) with the SM/CU count, L2 and memory the driver reports."""
+    runtime = _RUNTIME_SOURCE
+    sources = dict(base.sources, sms=runtime, memory_bytes=runtime, name=f"matched to table entry {base.name}")
+    l2 = props.l2_bytes
+    if l2 and base.dies > 1 and base.l2_bytes and l2 < base.l2_bytes:
+        # ROCm reports one XCD's L2 (4 MiB on an MI300X); the table holds all the dies' (32 MiB)
+        l2 *= base.dies
+        sources["l2_bytes"] = f"{runtime}: one die's L2 × {base.dies} dies"
+    elif l2:
+        sources["l2_bytes"] = runtime
+    if base.llc_bytes:  # the Infinity Cache stays the datasheet's
+        sources["llc_bytes"] = base.sources.get("llc_bytes", base.sources.get("l2_bytes", ""))
+    return replace(base, sms=props.sms, l2_bytes=l2 or base.l2_bytes, memory_bytes=props.memory_bytes,
+                   driver_name=props.name, sources=sources)
+
+
+def _unknown_gpu(props: DriverProperties, vendor: str) -> DeviceSpec:
+    """A GPU perfkit's table lacks: what the driver reports, the rest measured here (quick matmuls).
+
+    Memory bandwidth: the driver's memory clock × bus width, double data rate. On AMD that reading
+    is not trusted alone (ROCm may report an HBM3 clock at a quarter of the pin rate, e.g. 1.3 GHz
+    on an MI300X for 5.2 Gb/s pins: × 2 then gives half the real figure), so copies are measured
+    too and the larger figure kept: a peak is never below a measured copy."""
+    runtime, amd = _RUNTIME_SOURCE, vendor == "AMD"
+    units = "CUs" if amd else "SMs"
+    theory = theoretical_bandwidth(props.memory_clock_khz, props.memory_bus_bits)
+    theory_src = "theoretical from memory clock × bus width (driver)"
+    peaks, peak_src = measure_peaks("cuda")
+    bw, bw_src = theory, theory_src
+    if theory is None or amd:
+        copy, copy_src = measure_copy_bandwidth("cuda")
+        if theory is None or (copy is not None and copy > theory):
+            bw, bw_src = copy, copy_src + (f"; above the {theory_src}" if theory else "")
+    read = [f"{units[:-1]} count", "L2", "memory size", *(["warp size"] if props.warp_size else []),
+            *(["memory bandwidth (clock × bus width)"] if bw_src == theory_src else [])]
+    copied = bw is not None and bw_src != theory_src
+    measured = ["compute peaks (quick matmuls)", *(["memory bandwidth (copies)"] if copied else [])]
+    arch = f" ({props.arch})" if props.arch else ""
+    note = (f"not in perfkit's table: {vendor} GPU{arch}; read from the driver: {', '.join(read)}; "
+            f"measured here: {', '.join(measured)}" + ("; dies unknown (counted as 1)" if amd else ""))
+    sources = {"name": note, "sms": runtime, "l2_bytes": runtime, "memory_bytes": runtime,
+               "mem_bandwidth": bw_src if bw is not None else "unknown", "peaks": peak_src}
     return DeviceSpec(
-        name=driver_name, kind="gpu", sms=sms, mem_bandwidth=bw, l2_bytes=l2, memory_bytes=mem,
-        peaks=peaks, driver_name=driver_name,
-        sources={"name": "not in perfkit's table", "sms": runtime, "l2_bytes": runtime,
-                 "memory_bytes": runtime, "mem_bandwidth": bw_src, "peaks": peak_src},
-    )
-
-
-def cpu_name() -> str:
-    """This CPU's label, e.g. ``'CPU (x86_64, 2 cores)'`` (no measurement; instant)."""
-    return f"CPU ({platform.machine() or 'unknown'}, {os.cpu_count()} cores)"
+        name=props.name, kind="gpu", sms=props.sms, mem_bandwidth=bw, l2_bytes=props.l2_bytes,
+        memory_bytes=props.memory_bytes, peaks=peaks, driver_name=props.name, sources=sources, vendor=vendor,
+        warp_size=props.warp_size or (64 if amd and (props.arch or "").startswith("gfx9") else 32))
 
 
 def _cpu_spec() -> DeviceSpec:
@@ -276,68 +291,13 @@ def _cpu_spec() -> DeviceSpec:
     except (ValueError, OSError, AttributeError):
         l2 = None
     mem = int(psutil.virtual_memory().total)
-    peaks, peak_src = _measure_peaks("cpu")
-    bw, bw_src = _measure_copy_bandwidth("cpu")
+    peaks, peak_src = measure_peaks("cpu")
+    bw, bw_src = measure_copy_bandwidth("cpu")
     name = cpu_name()
     return DeviceSpec(
         name=name, kind="cpu", sms=cores, mem_bandwidth=bw, l2_bytes=l2, memory_bytes=mem,
         peaks=peaks,
-        sources={"name": "this machine (no CUDA GPU found)", "sms": "os.cpu_count()",
-                 "l2_bytes": "sysconf", "memory_bytes": "psutil.virtual_memory()",
+        sources={"name": "this machine (no GPU found: torch sees neither a CUDA nor a ROCm GPU)",
+                 "sms": "os.cpu_count()", "l2_bytes": "sysconf", "memory_bytes": "psutil.virtual_memory()",
                  "mem_bandwidth": bw_src, "peaks": peak_src},
     )
-
-
-def _measure_peaks(device: str) -> tuple[dict[str, float], str]:
-    """Best matmul FLOP/s per dtype from a few quick square matmuls (a floor for the true peak)."""
-    try:
-        import torch
-    except ImportError:
-        return {}, "unknown (torch is not installed)"
-    n = 512 if device == "cpu" else 4096  # CPU float16 matmuls run at ~1 GFLOP/s: keep them short
-    when = time.strftime("%Y-%m-%d")
-    peaks: dict[str, float] = {}
-    dtypes = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16,
-              "float16": torch.float16}
-    for name, dt in dtypes.items():
-        try:
-            a = torch.randn(n, n, device=device).to(dt)
-            b = torch.randn(n, n, device=device).to(dt)
-            best = float("inf")
-            for _ in range(5 if device == "cpu" else 10):
-                if device == "cuda":
-                    torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                torch.matmul(a, b)
-                if device == "cuda":
-                    torch.cuda.synchronize()
-                best = min(best, time.perf_counter() - t0)
-            peaks[name] = 2 * n**3 / best
-        except (RuntimeError, TypeError):  # dtype not supported by this build
-            continue
-    if "float32" in peaks:
-        peaks["tf32"] = peaks["float32"] if device == "cpu" else peaks.get("tf32", peaks["float32"])
-    return peaks, f"measured here on {when}: best of a few {n}×{n}×{n} torch.matmul calls (a floor, not a datasheet peak)"
-
-
-def _measure_copy_bandwidth(device: str) -> tuple[float | None, str]:
-    """Best copy bandwidth in bytes/s (bytes read + written) over a few 64 MiB copies."""
-    try:
-        import torch
-    except ImportError:
-        return None, "unknown (torch is not installed)"
-    nbytes = 64 * MiB
-    src = torch.empty(nbytes, dtype=torch.uint8, device=device)
-    src.fill_(1)
-    dst = torch.empty_like(src)
-    best = float("inf")
-    for _ in range(5):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        dst.copy_(src)
-        if device == "cuda":
-            torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - t0)
-    when = time.strftime("%Y-%m-%d")
-    return 2 * nbytes / best, f"measured here on {when}: best of 5 copies of 64 MiB (bytes read + written)"

@@ -71,10 +71,10 @@ def itemsize(dtype: Any) -> int | float:
     return _ITEMSIZE[canonical_dtype(dtype)]
 
 
-def scale_itemsize(dtype: Any) -> float:
+def scale_itemsize(dtype: Any) -> int | float:
     """Bytes of block scale per element of a block-scaled ``dtype`` (0 for the others): float4 is
     counted as NVFP4 (one byte per 16 elements; MXFP4's 1/32 is less), float6 as MXFP6 (1/32)."""
-    return _SCALE_ITEMSIZE.get(canonical_dtype(dtype), 0.0)
+    return _SCALE_ITEMSIZE.get(canonical_dtype(dtype), 0)
 
 
 def output_itemsize(dtype: Any) -> int:

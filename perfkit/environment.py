@@ -1,4 +1,5 @@
-"""The software a measurement depends on: package versions, the NVIDIA driver, perfkit's commit.
+"""The software a measurement depends on: package versions, the GPU driver (NVIDIA's, or AMD's amdgpu
+under ROCm), the GPU runtime (CUDA or ROCm), perfkit's commit.
 
 Used by the recorder (every recording's metadata) and by ``perfkit info``. Nothing here measures.
 """
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ._version import __version__
-from .devices import cuda_available
+from .device_runtime import cuda_available, gpu_runtime, hip_version
 
 
 def module_version(module: str) -> str | None:
@@ -98,27 +99,45 @@ def cpu_model() -> str | None:
     return platform.processor() or None
 
 
+def amd_driver_version() -> str | None:
+    """The amdgpu kernel driver's version (``/sys/module/amdgpu/version``, e.g. ``'6.8.5'``: AMD's
+    packaged driver has one, the driver built into a distribution's kernel does not), or ``None``."""
+    try:
+        return Path("/sys/module/amdgpu/version").read_text(encoding="utf-8").strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def environment() -> dict[str, Any]:
-    """Versions a recording depends on: ``driver`` (NVIDIA), ``cuda`` (torch's CUDA runtime), ``torch``,
-    ``cupy``, ``triton``, ``perfkit``, ``perfkit_commit`` and ``cuda_available``; ``None`` where a value
-    does not apply or cannot be found."""
+    """Versions a recording depends on: ``driver`` (NVIDIA's; AMD's amdgpu under ROCm), ``cuda``
+    (torch's CUDA runtime), ``hip`` (torch's ROCm/HIP version, :func:`perfkit.device_runtime.hip_version`),
+    ``torch``, ``cupy``, ``triton``, ``perfkit``, ``perfkit_commit``, ``cuda_available`` (torch sees a GPU
+    through ``torch.cuda``: CUDA or ROCm) and ``gpu_runtime`` (``"cuda"``, ``"rocm"`` or ``""``);
+    ``None`` where a value does not apply or cannot be found."""
     torch_version = module_version("torch")
     cuda = None
     if torch_version is not None:
         import torch
 
         cuda = torch.version.cuda
-    has_cuda = cuda_available()
+    runtime = gpu_runtime()
+    if runtime == "rocm":
+        driver = amd_driver_version()
+    else:
+        driver = nvidia_driver_version() if runtime == "cuda" or shutil.which("nvidia-smi") else None
     return {
-        "driver": nvidia_driver_version() if has_cuda or shutil.which("nvidia-smi") else None,
+        "driver": driver,
         "cuda": cuda,
+        "hip": hip_version(),
         "torch": torch_version,
         "cupy": module_version("cupy"),
         "triton": module_version("triton"),
         "perfkit": __version__,
         "perfkit_commit": perfkit_commit(),
-        "cuda_available": has_cuda,
+        "cuda_available": cuda_available(),
+        "gpu_runtime": runtime,
     }
 
 
-__all__ = ["cpu_model", "environment", "module_version", "nvidia_driver_version", "perfkit_commit"]
+__all__ = ["amd_driver_version", "cpu_model", "environment", "module_version", "nvidia_driver_version",
+           "perfkit_commit"]

@@ -13,6 +13,7 @@ import contextlib
 from typing import Any, Callable, Iterator
 
 from ._validate import one_of, positive_int
+from .device_runtime import gcn_arch, gpu_runtime
 from .dtypes import canonical_dtype, torch_dtype
 from .placement import runtime, tensor_device
 
@@ -47,6 +48,8 @@ def supports_dtype(dtype: str, device: str) -> bool:
     if d == "tf32" or d == "bfloat16":
         return major >= 8
     if d == "float8":
+        if gpu_runtime() == "rocm":  # CDNA 3 (gfx94x) has the FNUZ fp8 only, not the OCP float8_e4m3fn perfkit times
+            return (gcn_arch() or "").startswith("gfx95") and hasattr(torch, "_scaled_mm")
         return (major, minor) >= (8, 9) and hasattr(torch, "_scaled_mm")
     if d == "int8":
         return hasattr(torch, "_int_mm")

@@ -236,9 +236,15 @@ def _gpu_slack(torch, host_s: float) -> Callable[[], None]:
 
 
 def _flush_buffer(torch):
-    """An int32 buffer the size of the device's L2 (256 MiB if unknown), zeroed to flush it."""
+    """An int32 buffer the size of the device's caches (256 MiB if unknown), zeroed to flush them: its L2 (on
+    AMD every die's, as the device spec counts it, which ROCm reports per die) and a memory-side cache behind
+    it (AMD's Infinity Cache)."""
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    nbytes = int(getattr(props, "L2_cache_size", 0) or 0) or _FLUSH_FALLBACK_BYTES
+    nbytes = int(getattr(props, "L2_cache_size", 0) or 0)
+    spec = current_device()
+    if spec.kind == "gpu":
+        nbytes = max(nbytes, spec.l2_bytes or 0) + (spec.llc_bytes or 0)
+    nbytes = nbytes or _FLUSH_FALLBACK_BYTES
     return torch.empty(max(nbytes // 4, 1), dtype=torch.int32, device="cuda")
 
 

@@ -16,6 +16,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..device_runtime import graph_name
 from ..dtypes import itemsize, torch_dtype
 from ..matmul import matmul_fn
 from ..measurement import NoiseWarning
@@ -106,7 +107,7 @@ def launch_floors(device: str, dtype: str, *, quick: bool = False) -> dict[str, 
     call overhead of a torch op); ``gemm_s``, a 16×16×16 GEMM in ``dtype`` (negligible math).
     Warm, the L2 not flushed: ``warm_kernel_s``, the add again (the fixed cost of the copy sweep's
     warm copies; on a CPU, which bench never flushes, ``kernel_s`` itself), and ``graph_s``, the add
-    inside a CUDA graph (``None`` on a CPU)."""
+    inside a CUDA graph (a HIP graph on ROCm; ``None`` on a CPU)."""
     import torch
 
     options = bench_options(device, quick)
@@ -117,7 +118,8 @@ def launch_floors(device: str, dtype: str, *, quick: bool = False) -> dict[str, 
     if device == "cuda":
         warm = {**options, "flush_l2": False}
         warm_kernel_s = _median_s(lambda: x.add_(1), device, "one-element add, warm L2", warm)
-        graph_s = _median_s(lambda: x.add_(1), device, "one-element add, CUDA graph", {**warm, "cuda_graph": True})
+        graph_s = _median_s(lambda: x.add_(1), device, f"one-element add, {graph_name()}",
+                            {**warm, "cuda_graph": True})
     return {"kernel_s": kernel_s, "gemm_s": gemm_s, "warm_kernel_s": warm_kernel_s, "graph_s": graph_s}
 
 

@@ -29,7 +29,7 @@ from .._files import write_atomic
 from .._validate import folder as _folder
 from ..ceilings import Ceilings
 from ..data import device_slug
-from ..devices import DeviceSpec
+from ..devices import KNOWN_DEVICES, DeviceSpec
 from ..dtypes import canonical_dtype
 
 __all__ = ["FORMAT", "VERSION", "DeviceProfile", "cache_dir", "identity_of", "load_profile", "profile_path",
@@ -118,18 +118,22 @@ def _date(value, path):
     return value
 
 
-def _record(**schema: _Check) -> _Check:
-    """An object with exactly these keys."""
+def _record(optional: Mapping[str, _Check] | None = None, **schema: _Check) -> _Check:
+    """An object with exactly these keys, and any of ``optional`` (keys that older profiles lack)."""
+    optional = dict(optional or {})
+
     def check(value, path):
         if not isinstance(value, Mapping):
             _fail(path or "a device profile", "an object", value)
         missing = [k for k in schema if k not in value]
         if missing:
             raise ValueError(f"missing key {_join(path, missing[0])!r} (expected keys: {', '.join(schema)})")
-        extra = [k for k in value if k not in schema]
+        extra = [k for k in value if k not in schema and k not in optional]
         if extra:
-            raise ValueError(f"unknown key {_join(path, str(extra[0]))!r} (expected keys: {', '.join(schema)})")
-        return {k: c(value[k], _join(path, k)) for k, c in schema.items()}
+            raise ValueError(f"unknown key {_join(path, str(extra[0]))!r} (expected keys: "
+                             f"{', '.join([*schema, *optional])})")
+        known = {**schema, **{k: c for k, c in optional.items() if k in value}}
+        return {k: c(value[k], _join(path, k)) for k, c in known.items()}
     return check
 
 
@@ -152,13 +156,16 @@ def _list_of(check: _Check) -> _Check:
     return each
 
 
-_DEVICE = _record(name=_text, kind=_choice("gpu", "cpu"), sms=_optional(_positive_int),
+#: A device's layout (DeviceSpec's vendor, dies, warp_size, llc_bytes): older profiles lack it (optional).
+_LAYOUT = {"vendor": _text, "dies": _positive_int, "warp_size": _positive_int,
+           "llc_bytes": _optional(_positive_int)}
+_DEVICE = _record(_LAYOUT, name=_text, kind=_choice("gpu", "cpu"), sms=_optional(_positive_int),
                   mem_bandwidth=_optional(_positive), l2_bytes=_optional(_positive_int),
                   memory_bytes=_optional(_positive_int), peaks=_mapping(_dtype, _positive),
                   sources=_mapping(_text, _text), driver_name=_optional(_text))
 _IDENTITY = _record(name=_text, kind=_choice("gpu", "cpu"), driver_name=_optional(_text), model=_optional(_text))
-_ENVIRONMENT = _record(date=_date, perfkit=_text, torch=_optional(_text), cuda=_optional(_text),
-                       driver=_optional(_text), python=_text, platform=_text)
+_ENVIRONMENT = _record({"hip": _optional(_text)}, date=_date, perfkit=_text, torch=_optional(_text),
+                       cuda=_optional(_text), driver=_optional(_text), python=_text, platform=_text)
 _MATMUL = _mapping(_dtype, _record(flop_s=_positive, M=_positive_int, N=_positive_int, K=_positive_int,
                              time_s=_positive, trials=_positive_int, how=_text, wide_flop_s=_optional(_positive),
                              wide_trials=_optional(_positive_int)), True)
@@ -205,7 +212,7 @@ class DeviceProfile:
 
     device: dict  # spec_dict of the DeviceSpec measured on (no ceilings)
     identity: dict  # identity_of that spec: name, kind, driver_name, model
-    environment: dict  # date (ISO 8601, UTC), perfkit, torch, cuda, driver, python, platform versions
+    environment: dict  # date (ISO 8601, UTC), perfkit, torch, cuda, driver, python, platform versions (and hip)
     mode: str  # "quick", "default" or "thorough"
     duration_s: float  # how long the calibration ran, seconds
     matmul: dict  # dtype → best measured GEMM: flop_s, M, N, K, time_s, trials, how, wide_flop_s, wide_trials
@@ -291,9 +298,11 @@ class DeviceProfile:
             sources["mem_bandwidth"] = f"the calibrated copy bandwidth (calibration of {self.date}; no other figure)"
         sources["ceilings"] = (f"measured by a perfkit calibration on {self.date} ({self.mode} search)"
                                + (f" (profile {origin})" if origin is not None else ""))
+        known = KNOWN_DEVICES.get(d["name"])  # an older profile lacks the layout: its table entry's, if any
+        layout = {k: d[k] if k in d else getattr(known, k) for k in _LAYOUT if k in d or known}
         return DeviceSpec(name=d["name"], kind=d["kind"], sms=d["sms"], mem_bandwidth=bandwidth,
                           l2_bytes=d["l2_bytes"], memory_bytes=d["memory_bytes"], peaks=peaks, sources=sources,
-                          driver_name=d["driver_name"], measured_ceilings=ceilings)
+                          driver_name=d["driver_name"], measured_ceilings=ceilings, **layout)
 
     def matches(self, spec: DeviceSpec, *, model: str | None = None) -> bool:
         """Whether this profile was measured on ``spec``'s device: the same kind and name, the same
@@ -332,7 +341,8 @@ def spec_dict(spec: DeviceSpec) -> dict:
     spec = _spec(spec)
     return {"name": spec.name, "kind": spec.kind, "sms": spec.sms, "mem_bandwidth": spec.mem_bandwidth,
             "l2_bytes": spec.l2_bytes, "memory_bytes": spec.memory_bytes, "peaks": dict(spec.peaks),
-            "sources": dict(spec.sources), "driver_name": spec.driver_name}
+            "sources": dict(spec.sources), "driver_name": spec.driver_name,
+            **{k: getattr(spec, k) for k in _LAYOUT}}
 
 
 def identity_of(spec: DeviceSpec, model: str | None = None) -> dict:

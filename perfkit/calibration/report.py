@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..ceilings import KERNEL_LATENCY_S
+from ..device_runtime import graph_name
 from ..gemm_model import prediction_error
 from ..units import GiB, MiB, format_percent, format_rate, format_time
 from .profile import DeviceProfile
@@ -52,7 +53,8 @@ def ceilings_table(profile: DeviceProfile) -> list[dict[str, Any]]:
     lat = profile.latency
     model_default = f"{format_time(KERNEL_LATENCY_S)} (the model's default)"
     timed = _floor_timing(profile)
-    graph = "" if lat["graph_s"] is None else f"; {format_time(lat['graph_s'])} inside a CUDA graph (warm)"
+    graph = graph_name("rocm" if profile.environment.get("hip") else "cuda")  # a ROCm profile names its HIP
+    graph = "" if lat["graph_s"] is None else f"; {format_time(lat['graph_s'])} inside a {graph} (warm)"
     rows.append({"ceiling": "kernel floor", "measured": format_time(lat["kernel_s"]), "reference": model_default,
                  "share": None, "how": f"a one-element add, plain launch{timed}{graph}"})
     rows.append({"ceiling": "GEMM floor", "measured": format_time(lat["gemm_s"]), "reference": model_default,

@@ -7,7 +7,7 @@
    also runs the wide grid, to compare;
 2. **the fixed cost of a kernel**: a one-element add and a 16×16×16 GEMM, timed as the validation
    set is (on a GPU the L2 flushed before each sample: a small kernel pays a cold memory access);
-   the add with a warm L2 and inside a CUDA graph too;
+   the add with a warm L2 and inside a CUDA graph too (a HIP graph on ROCm);
 3. **copy**: device-to-device copies of growing size; the best copy from DRAM is the bandwidth
    ceiling, and copies that fit the L2 show its effect where there is one;
 4. **validation**: a fixed set of GEMMs and memory-bound ops, timed. A validation GEMM faster than
@@ -32,6 +32,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from .._validate import boolean, dtype_names
+from ..device_runtime import gcn_arch, gpu_runtime, graph_name
 from ..devices import DeviceSpec
 from ..environment import cpu_model, environment
 from ..gemm_model import predict_gemm_time, prediction_error
@@ -45,7 +46,7 @@ from .profile import DeviceProfile, identity_of, profile_path, save_profile, spe
 from .report import report
 from .search import SearchResult, guided_search, wide_search
 
-__all__ = ["CPU_DTYPES", "GPU_DTYPES", "Calibration", "calibrate"]
+__all__ = ["CPU_DTYPES", "GPU_DTYPES", "Calibration", "calibrate", "rocm_exclusions"]
 
 #: Dtypes calibrated by default, where the device runs them.
 GPU_DTYPES = ("float32", "tf32", "float16", "bfloat16", "float8", "int8")
@@ -88,18 +89,33 @@ def _environment() -> dict[str, Any]:
     env = environment()
     return {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "perfkit": env["perfkit"],
             "torch": env["torch"], "cuda": env["cuda"], "driver": env["driver"],
-            "python": platform.python_version(), "platform": platform.platform()}
+            "python": platform.python_version(), "platform": platform.platform(), "hip": env["hip"]}
+
+
+def rocm_exclusions(device: str) -> dict[str, str]:
+    """Dtypes perfkit cannot time on the ROCm GPU in use, and why (empty elsewhere).
+
+    perfkit times float8 as ``torch.float8_e4m3fn`` (OCP FP8) through ``torch._scaled_mm``. CDNA 3
+    (gfx94x: MI300X, MI325X) runs only the FNUZ variant (``float8_e4m3fnuz``), so its float8 is left
+    out; CDNA 4 (gfx950: MI350X, MI355X) runs OCP FP8 and is calibrated."""
+    arch = gcn_arch() if device == "cuda" and gpu_runtime() == "rocm" else None
+    if arch is None or not arch.startswith("gfx94"):
+        return {}
+    return {"float8": f"{arch} runs FP8 only as float8_e4m3fnuz, and perfkit times float8 as the OCP "
+                      "float8_e4m3fn that torch._scaled_mm refuses there"}
 
 
 def _dtypes(dtypes: Any, device: str, spec: DeviceSpec) -> list[str]:
+    skip = rocm_exclusions(device)
     runnable = [d for d in (GPU_DTYPES if device == "cuda" else CPU_DTYPES)
-                if d in spec.peaks and supports_dtype(d, device)]
+                if d in spec.peaks and d not in skip and supports_dtype(d, device)]
     if dtypes is None:
         return runnable
     wanted = dtype_names("dtypes", dtypes)
     bad = [d for d in wanted if d not in runnable]
     if bad:
-        raise ValueError(f"dtypes: {', '.join(map(repr, bad))} cannot be calibrated on {spec.label}; "
+        why = "".join(f" ({d}: {skip[d]})" for d in bad if d in skip)
+        raise ValueError(f"dtypes: {', '.join(map(repr, bad))} cannot be calibrated on {spec.label}{why}; "
                          f"this device runs {', '.join(map(repr, runnable)) or 'none'}")
     return wanted
 
@@ -148,13 +164,13 @@ def _copy_entries(rows: list[dict[str, float]], spec: DeviceSpec, kernel_s: floa
 
 def _latency(floors: Mapping[str, float | None], dtype: str, device: str) -> dict[str, Any]:
     """The profile's fixed costs (:func:`.probes.launch_floors`): those the models use, timed as the
-    validation set is, and on a GPU the warm add and the CUDA graph's in ``how``."""
+    validation set is, and on a GPU the warm add and the CUDA (on ROCm: HIP) graph's in ``how``."""
     how = (f"median of a one-element add (a plain launch) and of a 16×16×16 {dtype} GEMM, timed by perfkit.bench "
            "as the validation set is: ")
     if device == "cuda":
         how += ("the L2 flushed before each sample, so a small kernel pays a cold memory access, as the kernels the "
                 f"models predict do; with a warm L2 the add took {format_time(floors['warm_kernel_s'])}, and "
-                f"{format_time(floors['graph_s'])} per call inside a CUDA graph")
+                f"{format_time(floors['graph_s'])} per call inside a {graph_name()}")
     else:
         how += "blocks of calls on the CPU (no cache flush)"
     return {"gemm_s": floors["gemm_s"], "kernel_s": floors["kernel_s"], "graph_s": floors["graph_s"], "how": how}
@@ -164,7 +180,7 @@ def _measure_validation(dtype: str, device: str, quick: bool, max_bytes: int) ->
     """The validation set's rows, timed (``measured_s``), not yet predicted."""
     rows = []
     for M, N, K in probes.validation_gemms(device, quick):
-        nbytes, flops = gemm_bytes(M, N, K, dtype), gemm_flops(M, N, K)
+        nbytes, flops = round(gemm_bytes(M, N, K, dtype)), gemm_flops(M, N, K)  # a float since float4/6 scales
         if nbytes <= max_bytes:
             rows.append({"kind": "gemm", "shape": f"{M}×{N}×{K}", "dtype": dtype, "bytes": nbytes, "flops": flops,
                          "measured_s": probes.gemm_timer(dtype, device, quick=quick)(M, N, K)})

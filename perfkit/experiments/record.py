@@ -62,7 +62,7 @@ from ..environment import environment
 from .registry import REGISTRY, Experiment, get, missing_needs
 
 _NEED_TEXT = {"cuda": "a CUDA GPU (torch.cuda.is_available() is False)", "gpus2": "two or more CUDA GPUs",
-              "cupy": "cupy (not importable)",
+              "cupy": "cupy (not importable; on an AMD GPU perfkit's CuPy kernels do not run: NVIDIA-only)",
               "triton": "triton (not importable)"}
 
 

@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterator
 import pandas as pd
 
 from .._validate import boolean, callable_or_none, one_of
+from ..device_runtime import gpu_runtime
 from ..devices import cpu_name, cuda_available, current_device
 
 #: What an experiment may need: a CUDA GPU, CuPy, Triton.
@@ -246,6 +247,8 @@ def missing_needs(experiment: Experiment) -> list[str]:
         elif need == "gpus2":
             if gpu_count() < 2:
                 missing.append("gpus2")
+        elif need == "cupy" and gpu_runtime() == "rocm":  # perfkit's CuPy kernels are NVIDIA-only
+            missing.append("cupy")
         elif importlib.util.find_spec(need) is None:
             missing.append(need)
     return missing

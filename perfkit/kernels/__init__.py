@@ -8,13 +8,17 @@
   step-by-step torch oracle :func:`rnn_reference`.
 
 Neither triton nor cupy is imported until a kernel runs.
+
+On ROCm (an AMD GPU through torch's ROCm build) the Triton GEMM runs: Triton compiles for AMD GPUs
+and the kernel uses nothing CUDA-only (see :mod:`.triton_gemm`). The CuPy kernels do not:
+:func:`~.cupy_spin.rocm_note` says why (``None`` off ROCm), and they raise that before importing cupy.
 """
 
 from __future__ import annotations
 
 from .cupy_rnn import PersistentPlan, max_persistent_hidden, persistent_rnn, persistent_rnn_plan, rnn_reference
-from .cupy_spin import spin_blocks_per_sm, spin_launcher
+from .cupy_spin import rocm_note, spin_blocks_per_sm, spin_launcher
 from .triton_gemm import tiled_matmul, triton_mode
 
 __all__ = ["PersistentPlan", "max_persistent_hidden", "persistent_rnn", "persistent_rnn_plan", "rnn_reference",
-           "spin_blocks_per_sm", "spin_launcher", "tiled_matmul", "triton_mode"]
+           "rocm_note", "spin_blocks_per_sm", "spin_launcher", "tiled_matmul", "triton_mode"]

@@ -12,6 +12,15 @@ requests just over half of an SM's shared memory as dynamic shared memory (optin
 through the RawKernel's ``max_dynamic_shared_size_bytes`` attribute), so two blocks can never share
 an SM. The driver's occupancy calculator (``cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor``)
 then confirms the number; :func:`spin_blocks_per_sm` returns what it reports.
+
+Not on ROCm
+-----------
+CuPy has a ROCm build, but perfkit's CuPy kernels (this one and :mod:`.cupy_rnn`'s) are not run on
+an AMD GPU (:data:`ROCM_NOTE`, checked before cupy is imported): they were written and checked for
+NVIDIA GPUs only. This one forces one block per SM with CUDA's dynamic shared-memory opt-in above
+48 KiB, reads ``cudaDeviceProp`` fields by name and asks CUDA's occupancy calculator; the persistent
+RNN kernel assumes 32-lane warps (lane = tid & 31, 32-lane shuffles; an AMD wavefront has 64 lanes)
+and includes ``cuda_fp16.h``. Timings from an unchecked port would not be trusted, so none is made.
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ from typing import Callable
 import numpy as np
 
 from .._validate import int_in_range, positive_int
-from ..devices import cuda_available
+from ..device_runtime import cuda_available, gpu_runtime
 
 _SPIN_SOURCE = r"""
 extern "C" __global__ void perfkit_spin(long long cycles)
@@ -41,9 +50,23 @@ extern "C" __global__ void perfkit_spin(long long cycles)
 _NEEDS_GPU = ("the spin kernel needs CuPy and an NVIDIA GPU (pip install cupy-cuda12x or cupy-cuda13x, "
               "matching your CUDA); on a CPU, show the recorded data instead")
 
+#: Why perfkit's CuPy kernels are not run on ROCm (the module notes say more).
+ROCM_NOTE = ("perfkit's CuPy kernels are CUDA C++ written and checked for NVIDIA GPUs only (the spin kernel "
+             "relies on CUDA's shared-memory opt-in and occupancy calculator, the persistent RNN kernel on "
+             "32-lane warps, where an AMD wavefront has 64 lanes), so they are not run on ROCm; "
+             "show the recorded data instead")
+
+
+def rocm_note() -> str | None:
+    """:data:`ROCM_NOTE` when the GPU in use runs ROCm (an AMD GPU), else ``None``."""
+    return ROCM_NOTE if gpu_runtime() == "rocm" else None
+
 
 def _cupy():
-    """Import cupy and check that a CUDA device is usable, else raise a short RuntimeError."""
+    """Import cupy and check that a CUDA device is usable, else raise a short RuntimeError
+    (on ROCm, before importing cupy: :data:`ROCM_NOTE`)."""
+    if rocm_note():
+        raise RuntimeError(f"the spin kernel is not run on this AMD GPU: {ROCM_NOTE}")
     try:
         import cupy
     except Exception as e:  # ImportError, or a CUDA library missing at import time
@@ -112,7 +135,7 @@ def spin_blocks_per_sm(threads: int = 128, *, one_block_per_sm: bool = True) -> 
     ``one_block_per_sm=False`` no shared memory is requested and the occupancy calculator alone
     gives the number (typically the hardware limit on resident blocks, e.g. 32 on Hopper).
 
-    Raises ``RuntimeError`` without CuPy or an NVIDIA GPU.
+    Raises ``RuntimeError`` without CuPy or an NVIDIA GPU (on ROCm, saying why: :data:`ROCM_NOTE`).
     """
     threads = int_in_range("threads", threads, 1, 1024)
     cupy = _cupy()
@@ -134,7 +157,7 @@ def spin_launcher(blocks: int, *, threads: int = 128, spin_cycles: int = 20_000,
     explicitly keeps the launch on the stream :func:`perfkit.bench` records its events on, also
     when bench captures a CUDA graph on a side stream.
 
-    Raises ``RuntimeError`` without CuPy or an NVIDIA GPU.
+    Raises ``RuntimeError`` without CuPy or an NVIDIA GPU (on ROCm, saying why: :data:`ROCM_NOTE`).
     """
     blocks = int_in_range("blocks", blocks, 1, 2**31 - 1)
     threads = int_in_range("threads", threads, 1, 1024)
@@ -167,4 +190,4 @@ def spin_launcher(blocks: int, *, threads: int = 128, spin_cycles: int = 20_000,
     return launch
 
 
-__all__ = ["tiled_matmul", "triton_mode", "spin_launcher", "spin_blocks_per_sm"]
+__all__ = ["ROCM_NOTE", "rocm_note", "spin_blocks_per_sm", "spin_launcher"]

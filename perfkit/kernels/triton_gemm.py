@@ -26,6 +26,17 @@ Older Triton interpreters (3.6.0 among them) turn a runtime int argument, such a
 which NumPy has deprecated since 1.25 and now refuses (2.4.6 and 2.5.2 raise TypeError); newer
 Triton (3.9.0) squeezes the array first. When both are installed (:func:`_interpreter_index_bug`),
 perfkit mends the interpreter's ``tensor.__index__`` for the duration of each interpreted launch.
+
+On ROCm
+-------
+The kernel runs compiled on an AMD GPU too (torch's ROCm build: tensors on device ``"cuda"``, Triton's
+HIP backend). It is portable Triton: ``tl.load``/``tl.dot``/``tl.store`` on masked pointers, no inline
+PTX, no CUDA library, no NVIDIA-only feature (TMA, warp specialization), so nothing in it is CUDA-only
+and it is not skipped there. Two things differ. ``num_warps`` counts 64-lane wavefronts (4 → 256
+threads); the tile, the program count and the waves are the same. And Triton's HIP backend accepts
+``input_precision="tf32"`` (XF32) only on CDNA 3 (gfx942), so 16-bit inputs (for which the setting
+changes nothing) are passed ``"ieee"`` on ROCm, and float32 with ``"tf32"`` elsewhere is refused by
+Triton (re-raised naming the GPU).
 """
 
 from __future__ import annotations
@@ -43,7 +54,7 @@ from typing import Iterator
 import numpy as np
 
 from .._validate import one_of, positive_int, power_of_two, tile_pair
-from ..devices import cuda_available
+from ..device_runtime import cuda_available, gcn_arch, gpu_runtime
 from ..quantization import cdiv
 
 _TILE_SIZES = (16, 32, 64, 128, 256)
@@ -243,6 +254,13 @@ def _kernel(mode: str):
     return _tiled_matmul_kernel
 
 
+def _precision_16bit(mode: str, runtime: str) -> str:
+    """The ``input_precision`` passed with 16-bit inputs (which it does not change): Triton's default
+    ``"tf32"`` compiled on CUDA; ``"ieee"`` under the interpreter and on ROCm, whose Triton accepts
+    ``"tf32"`` only on gfx942 (module notes)."""
+    return "ieee" if mode == "interpreter" or runtime == "rocm" else "tf32"
+
+
 def tiled_matmul(a, b, tile=(64, 64), block_k: int = 32, *, num_warps: int = 4, num_stages: int = 3,
                  input_precision: str | None = None):
     """C = A·B with a Triton kernel whose output tile is forced to ``tile = (BM, BN)``.
@@ -317,8 +335,9 @@ def tiled_matmul(a, b, tile=(64, 64), block_k: int = 32, *, num_warps: int = 4, 
     kernel = _kernel(mode)
     grid = (cdiv(M, BM) * cdiv(N, BN),)
     args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    rocm = mode == "compiled" and gpu_runtime() == "rocm"
     meta = dict(BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8,
-                INPUT_PRECISION=input_precision or ("ieee" if mode == "interpreter" else "tf32"),
+                INPUT_PRECISION=input_precision or _precision_16bit(mode, "rocm" if rocm else "cuda"),
                 UPCAST=mode == "interpreter" and a.dtype == torch.bfloat16,
                 num_warps=num_warps, num_stages=num_stages)
     if mode == "interpreter":
@@ -342,6 +361,9 @@ def tiled_matmul(a, b, tile=(64, 64), block_k: int = 32, *, num_warps: int = 4, 
                     f"tile {BM}×{BN} with block_k={BK}, num_stages={num_stages} and {a.dtype} needs more "
                     f"on-chip memory than this GPU has ({e}); use fewer num_stages, a smaller block_k or "
                     "a smaller tile") from e
+            if rocm and meta["INPUT_PRECISION"] == "tf32" and "input_precision" in str(e):
+                raise ValueError(f"input_precision='tf32': Triton does not run TF32 (XF32) dots on this AMD "
+                                 f"GPU ({gcn_arch()}; only CDNA 3, gfx942, has them): use 'ieee' ({e})") from e
             raise
     return c
 

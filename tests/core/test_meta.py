@@ -50,7 +50,7 @@ def test_resolve_spec_refuses_what_is_not_a_device_naming_the_parameter(bad):
 
 
 def test_resolve_spec_unknown_names_and_refused_none():
-    with pytest.raises(LookupError, match=r"^gpu: unknown device name 'TPU v5e'; known devices: V100-SXM2"):
+    with pytest.raises(LookupError, match=r"^gpu: unknown device name 'TPU v5e'; known devices: NVIDIA: V100-SXM2"):
         resolve_spec("TPU v5e", param="gpu")
     with pytest.raises(TypeError, match="spec must be a device name such as 'H100-SXM', a DeviceSpec, got None"):
         resolve_spec(None, none_ok=False)

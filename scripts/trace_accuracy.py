@@ -1,13 +1,15 @@
 """perfkit's model against third-party profiler traces, op instance by op instance.
 
-For every trace in ``../shared/reference/traces`` (or ``--traces DIR``) whose GPU perfkit's table knows
-(the H100 and V100 ones; MI300X and B200 are not in the table yet, so they are left out rather than priced
-as another GPU), :func:`perfkit.diagnose_trace` prices each op instance for its recorded shapes and the
-script prints, per trace and class (GEMM and convolution, attention, memory-bound), how many instances
-the model priced, the median and 90th-percentile error ``|measured/predicted - 1|`` (taken on the log
-scale, so 2x too slow and 2x too fast count alike) and the time-weighted ratio (the class's measured
-time over its predicted time). ``--min-us`` leaves out instances shorter than that (integer-microsecond
-traces round a 1 µs kernel by half of itself).
+For every trace in ``../shared/reference/traces`` (or ``--traces DIR``) on its own GPU (H100, V100, MI300X
+and its virtual function, B200: all in perfkit's table; a trace whose GPU is not is left out, said so,
+rather than priced as another GPU), :func:`perfkit.diagnose_trace` prices each op instance for its
+recorded shapes and the script prints, per trace and class (GEMM and convolution, attention, memory-bound),
+how many instances the model priced, the median and 90th-percentile error ``|measured/predicted - 1|``
+(taken on the log scale, so 2x too slow and 2x too fast count alike) and the time-weighted ratio (the
+class's measured time over its predicted time). ``--min-us`` leaves out instances shorter than that
+(integer-microsecond traces round a 1 µs kernel by half of itself). Under the table, each GPU's launch gap
+(the per-kernel time a trace's durations leave out) and where it comes from: measured on Hopper, assumed
+elsewhere.
 
 None of these traces was used to fit any constant: they are third-party measurements (their publishers,
 commits and timing are in the traces' README), so this is a held-out score. Run:
@@ -50,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.traces.is_dir():
         print(f"no traces folder at {args.traces}: nothing to score")
         return 0
-    frames = []
+    frames, gaps = [], {}
     for path in sorted(args.traces.glob("*.json*")):
         try:
             report = pk.diagnose_trace(path, progress=False)
@@ -61,9 +63,16 @@ def main(argv: list[str] | None = None) -> int:
         s.insert(0, "device", report.spec.name)
         s.insert(0, "trace", path.name.removeprefix("tracelens_").split("__")[0][:40])
         frames.append(s)
+        gaps[report.spec.name] = (report.summary["launch_gap_s"], report.summary["launch_gap_source"])
+    if not frames:
+        print("no trace of a GPU perfkit knows: nothing to score")
+        return 0
     table = pd.concat(frames, ignore_index=True)
     with pd.option_context("display.width", 160, "display.float_format", "{:.2f}".format):
         print(table.to_string(index=False))
+    print("\nlaunch gap taken off each predicted kernel:")
+    for device, (gap_s, source) in gaps.items():
+        print(f"  {device}: {gap_s * 1e6:.2f} µs, {source}")
     return 0
 
 

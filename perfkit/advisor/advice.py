@@ -303,7 +303,10 @@ def advise(model: Any, example_inputs: Any, dtype: Any = "bfloat16", spec: Any =
     dtype = canonical_dtype(dtype)
     training, meta = boolean("training", training), boolean("meta", meta)
     spec, note = advised_spec(spec)
-    spec.peak_flop_s(dtype)  # LookupError naming the dtypes this device has a peak for
+    if dtype not in spec.peaks:  # refused before the model runs: no math in this dtype to price
+        raise LookupError(f"dtype {dtype!r}: {spec.name} has no {dtype} peak (its datasheet gives none), so "
+                          f"perfkit cannot advise for it there; dtypes {spec.name} has: "
+                          f"{', '.join(spec.peaks) or 'none'}")
     if not spec.sms or not spec.mem_bandwidth:
         raise LookupError(f"{spec.name} has no SM count or memory bandwidth, so perfkit cannot model it")
     chosen = list(RULES) if rules is None else list(rules)

@@ -11,7 +11,7 @@ from ..shapes import RNN_GATES
 from .ops import Op
 from .price import Pricer
 
-__all__ = ["MIN_SHARE", "Context", "finding", "ref", "small_batch_of"]
+__all__ = ["MIN_SHARE", "Context", "finding", "matrix_cores", "ref", "small_batch_of"]
 
 #: An op must take at least this share of the step for quantization or memory_bound to report it.
 MIN_SHARE = 0.005
@@ -70,3 +70,9 @@ def small_batch_of(ctx: Context, op: Op) -> tuple[str, int, int] | None:
 def ref(layer: str) -> str:
     """Python that reaches the module named ``layer`` from ``model``: ``model.blocks[0].attn``."""
     return "model" + "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in layer.split(".")) if layer else "model"
+
+
+def matrix_cores(spec) -> str:
+    """What the vendor calls the GEMM units of ``spec`` (a :class:`~perfkit.DeviceSpec`): "Tensor Core", or
+    "Matrix Core" on AMD, for the findings' words."""
+    return "Matrix Core" if getattr(spec, "vendor", "") == "AMD" else "Tensor Core"

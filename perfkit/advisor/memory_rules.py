@@ -131,7 +131,7 @@ def _pointwise(ctx: Context, op: Op) -> dict:
                        "F.scaled_dot_product_attention computes it inside its fused kernel, never in memory", t)
     if op.op == "batchnorm" and not p.get("nhwc", False):
         return finding(op, "memory_bound", share + " Batch norm in NCHW.",
-                       "model.to(memory_format=torch.channels_last): cuDNN's NHWC batch norm, and no transposes "
+                       "model.to(memory_format=torch.channels_last): the NHWC batch norm, and no transposes "
                        "around the convolutions (the layout finding prices those)")
     if op.op in _POINTWISE and op.index and ctx.ops[op.index - 1].is_gemm:
         return finding(op, "memory_bound", share, "fuse it into the GEMM before it: torch.compile(model, "

@@ -4,9 +4,10 @@
   batch stacked into M (the same tiles, in the same waves), never faster than its true bytes allow; a
   GEMM repeated ``count`` times (a recurrent step) costs ``count`` times one.
 - Fused attention (``F.scaled_dot_product_attention``) is the SDPA kernel PyTorch runs on the device
-  (cuDNN's on Hopper), priced by :func:`perfkit.attention_model.fused_attention_s`: its thread blocks'
-  multiplies and exponentials at that backend's measured rates, scheduled on the SMs; never below the time
-  to move Q, K, V and O (and their gradients backward) plus one kernel's latency.
+  (cuDNN's on Hopper and Blackwell, AOTriton's flash kernel on AMD), priced by
+  :func:`perfkit.attention_model.fused_attention_s`: its thread blocks' multiplies and exponentials at that
+  backend's measured rates, scheduled on the SMs; never below the time to move Q, K, V and O (and their
+  gradients backward) plus one kernel's latency.
 - A memory-bound op costs :func:`perfkit.op_model.op_time_s`: :func:`perfkit.layer_bytes` at the achievable
   bandwidth, or what bounds the kernels PyTorch runs for it where the recordings show it (batch norm, pooling);
   its FLOPs are counted as one per output element (NVIDIA's convention for ReLU), to place it on the roofline.
@@ -94,10 +95,12 @@ class Pricer:
                 "wave_utilization": p.utilization, "tile_efficiency": p.tile_efficiency,
                 "predicted_s": one_s + repeats_s}
 
-    def attention_row(self, parts: list[tuple[str, Gemm]], pass_: str, p: dict) -> dict[str, Any]:
-        """One fused attention kernel per pass: :func:`perfkit.attention_model.fused_attention_s` of the backend
-        PyTorch runs here, never below the Q, K, V, O traffic (and their gradients backward) plus a latency.
-        Where PyTorch would run the unfused math path instead, its GEMMs' math ("math path" in ``bound``)."""
+    def attention_row(self, parts: list[tuple[str, Gemm]], pass_: str, p: dict,
+                      backend: str | None = None) -> dict[str, Any]:
+        """One fused attention kernel per pass: :func:`perfkit.attention_model.fused_attention_s` of ``backend``
+        (a fused one: "flash", "efficient", "cudnn", as a trace records it) or, None, of the one PyTorch runs
+        here, never below the Q, K, V, O traffic (and their gradients backward) plus a latency. Where PyTorch
+        would run the unfused math path instead, its GEMMs' math ("math path" in ``bound``)."""
         s, b = itemsize(self.dtype), p["batch"]
         q, k, v, o = p["L"] * p["E"], p["S"] * p["E"], p["S"] * p["Ev"], p["L"] * p["Ev"]
         stats = 4 * b * p["L"]  # float32 log-sum-exp per query row, saved for backward
@@ -105,12 +108,13 @@ class Pricer:
         flops = sum(2 * g.M * g.N * g.K * g.batch for _, g in parts)
         first = self.explain(parts[0][1].M * b, parts[0][1].N, parts[0][1].K)
         floor_s = nbytes / self.bandwidth + self.latency_s
-        if sdpa_backend(self.spec, self.dtype, p["E"], head_dim_v=p["Ev"]) == "math":
+        if backend is None and sdpa_backend(self.spec, self.dtype, p["E"], head_dim_v=p["Ev"]) == "math":
             kernel_s, bound = sum(self.explain(g.M * g.batch, g.N, g.K).math_s for _, g in parts) + self.latency_s, \
                 "math path"
         else:
             kernel_s = fused_attention_s(b, p["L"], p["S"], p["E"], self.dtype, self.spec, causal=p["causal"],
-                                         pass_=pass_, ceilings=self.ceilings)[0]
+                                         backend=backend, pass_=pass_, ceilings=self.ceilings,
+                                         head_dim_v=p["Ev"])[0]
             bound = "math"
         g0 = parts[0][1]
         return {"M": g0.M, "N": g0.N, "K": g0.K, "batch": b, "count": 1, "bytes": nbytes, "flops": flops,

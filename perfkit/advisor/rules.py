@@ -18,9 +18,10 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Iterable
 
+from ..dtypes import itemsize
 from ..quantization import alignment, pad_to_multiple
 from ..units import format_percent
-from .context import MIN_SHARE, Context, finding, ref, small_batch_of
+from .context import MIN_SHARE, Context, finding, matrix_cores, ref, small_batch_of
 from .memory_rules import fusion, memory_bound
 from .ops import Op
 
@@ -56,6 +57,15 @@ def _multiple(d: int, dtype: str) -> int:
     """The multiple :func:`_padded` padded to: 128 bytes of ``dtype`` or 16 bytes."""
     wide = alignment(dtype, 128)
     return wide if d % wide == 0 else alignment(dtype)
+
+
+def _aligned_bytes(dtype: str) -> str:
+    """The bytes of :func:`~perfkit.quantization.alignment`'s multiple, in words: "16 bytes", or for float6
+    (0.75 bytes an element) the first whole number of elements that fills a multiple of 16 bytes."""
+    nbytes = alignment(dtype) * itemsize(dtype)
+    if nbytes == 16:
+        return "16 bytes"
+    return f"{nbytes:g} bytes: the fewest whole elements that fill a multiple of 16 bytes"
 
 
 def _untested(saving: float) -> str:
@@ -109,7 +119,8 @@ def _alignment(ctx: Context) -> Iterable[dict]:
         mult = {k: _multiple(v, ctx.dtype) for k, v in new.items()}
         change = ", ".join(f"{names[k]} {v} → {new[k]} (×{mult[k]})" for k, v in bad.items())
         listed = " and ".join(f"{names[k]} = {v}" for k, v in bad.items())
-        msg = f"{listed} {'are not multiples' if len(bad) > 1 else 'is not a multiple'} of {a} ({ctx.dtype}: 16 bytes)."
+        msg = (f"{listed} {'are not multiples' if len(bad) > 1 else 'is not a multiple'} of {a} "
+               f"({ctx.dtype}: {_aligned_bytes(ctx.dtype)}).")
         yield finding(op, "alignment", msg + _untested(saving), f"pad {change}: {_tool(ctx, op, new, mult)}",
                       saving, fixed)
     # one finding per row count (a ViT's blocks see batch × 197 rows, its head the batch); a batch below the
@@ -156,7 +167,7 @@ def _quantization(ctx: Context) -> Iterable[dict]:
         eff, worst = hit
         msg = (f"{format_percent(eff)} of the tile work it launches is useful on {ctx.pricer.spec.name} "
                f"({worst['pass']}: {worst['tiles']} tiles of {worst['tile']} in {worst['waves']} waves of "
-               f"{ctx.pricer.spec.sms}).")
+               f"{ctx.pricer.spec.sms} {ctx.pricer.spec.unit_name}).")
         key = own.get(op.op)
         if key is not None and op.index in ctx.shared:
             yield finding(op, "quantization", msg, f"its {names[key]} ({op.params[key]}) is a width other layers "
@@ -210,7 +221,7 @@ def _first_conv(ctx: Context) -> Iterable[dict]:
         target = 4 if strided and C < 4 else a
         fixed = op.with_params(C=target)
         saving = ctx.saving(op, fixed)
-        yield finding(op, "first_conv", f"a convolution on {C} input channels: Tensor Core kernels want "
+        yield finding(op, "first_conv", f"a convolution on {C} input channels: {matrix_cores(ctx.pricer.spec)} kernels want "
                       f"{'4 (with stride 2) or ' if strided else ''}{a}." + _untested(saving),
                       f"pad the input channels {C} → {target}: " + (
                           f"pk.padded_conv2d({ref(op.layer)}, in_multiple={target}), and pad the images once in "
@@ -224,8 +235,8 @@ def _layout(ctx: Context) -> Iterable[dict]:
         if not ctx.pricer.transposes(op):
             continue
         fixed = op.with_params(nhwc=True)
-        yield finding(op, "layout", "NCHW: Tensor Core convolutions work in NHWC, so the input and output are "
-                      "transposed around it, forward and backward.",
+        yield finding(op, "layout", f"NCHW: {matrix_cores(ctx.pricer.spec)} convolutions work in NHWC, so the "
+                      "input and output are transposed around it, forward and backward.",
                       "model.to(memory_format=torch.channels_last) and the same for the inputs",
                       ctx.saving(op, fixed), fixed)
 

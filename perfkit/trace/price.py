@@ -26,25 +26,27 @@ rule               when, and the fix (its saving: measured seconds minus the mod
 =================  ===========================================================================
 
 ``predicted_s`` is in a profiler's terms: the model's time less the launch gap its event-timed latencies
-include and a kernel's duration does not (:data:`LAUNCH_GAP_S`, from our H200 profile). Units: seconds,
-FLOP, bytes.
+include and a kernel's duration does not (:data:`LAUNCH_GAPS`: measured on our H200 for Hopper; other
+families use it labelled assumed, :func:`launch_gap`). Units: seconds, FLOP, bytes.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
+from ..architectures import evidence_of
+from ..attention_model import BACKENDS
 from ..ceilings import TENSOR_CORE_DTYPES
 from ..devices import DeviceSpec
 from ..gemm_alignment import leading_dims
 from ..quantization import alignment, pad_to_multiple
 from .opmap import Work
 
-__all__ = ["CLASSES", "GAP", "KERNEL_FLOOR_S", "LAUNCH_GAP_S", "LAUNCH_LATENCIES", "TRACE_RULES", "TracePricer", "diagnose_op",
-           "kernel_class"]
+__all__ = ["CLASSES", "GAP", "KERNEL_FLOOR_S", "LAUNCH_GAPS", "LAUNCH_GAP_S", "LAUNCH_LATENCIES", "LaunchGap",
+           "TRACE_RULES", "TracePricer", "diagnose_op", "kernel_class", "launch_gap"]
 
 #: Rule id → what it says (one cause per op, the first that holds; see the module table).
 TRACE_RULES: dict[str, str] = {
@@ -71,36 +73,73 @@ CLASSES = ("gemm", "attention", "memory", "communication", "transfer")
 #: Measured ÷ predicted above which an op with no other cause is reported as ``model_gap``.
 GAP = 1.5
 
-#: Seconds of a kernel's fixed cost that a trace's kernel duration leaves out: perfkit's latencies are timed
-#: with CUDA events around plain launches, which include the GPU's gap between one launch and the next; a
-#: profiler's kernel duration runs from the kernel's first block to its last. Our H200 profile
+@dataclass(frozen=True)
+class LaunchGap:
+    """A kernel's fixed cost that a trace's kernel duration leaves out (``gap_s``) and the shortest kernel
+    (``floor_s``), in seconds, with where they come from. perfkit's latencies are timed with events around
+    plain launches, which include the GPU's gap between one launch and the next; a profiler's kernel
+    duration runs from the kernel's first block to its last."""
+
+    gap_s: float
+    floor_s: float
+    source: str
+
+
+#: Per architecture family (:mod:`perfkit.architectures`). Hopper: our H200 profile
 #: (``data/nvidia-h200/device_profile.json``, 2026-11-26) timed a one-element add at 3.81 µs launched plainly
 #: and 0.876 µs inside a CUDA graph (no launch gap): the difference is the gap, the graph's time the floor.
-LAUNCH_GAP_S = 3.808e-6 - 0.876e-6
+#: No other family is measured: they take the nearest family's (an AMD one its NVIDIA contemporary's),
+#: labelled assumed (:func:`launch_gap`).
+LAUNCH_GAPS: dict[str, LaunchGap] = {
+    "hopper": LaunchGap(3.808e-6 - 0.876e-6, 0.876e-6,
+                        "measured on our H200, 2026-11-26: a one-element add launched plainly less in a CUDA graph"),
+}
 
-#: The shortest kernel the model predicts in a trace: the one-element add inside a CUDA graph (as above).
-KERNEL_FLOOR_S = 0.876e-6
+#: Hopper's launch gap and kernel floor, seconds (:data:`LAUNCH_GAPS`).
+LAUNCH_GAP_S = LAUNCH_GAPS["hopper"].gap_s
+KERNEL_FLOOR_S = LAUNCH_GAPS["hopper"].floor_s
+
+
+def launch_gap(spec: DeviceSpec) -> tuple[LaunchGap, str]:
+    """``(gap, label)``: :data:`LAUNCH_GAPS`' entry for ``spec``'s family, or the nearest family's with a label
+    saying it is assumed (an AMD GPU's and a Blackwell's are Hopper's, not measured)."""
+    return evidence_of(spec, LAUNCH_GAPS)
+
 
 #: An op whose kernels take at most this many kernel latencies, after the GPU idled at least as long, is
 #: ``launch_bound``: the host did not issue work as fast as the GPU ran it.
 LAUNCH_LATENCIES = 2.0
 
-_COMM = re.compile(r"nccl|rccl|all_?reduce|allgather|reduce_?scatter|sendrecv", re.IGNORECASE)
+_COMM = re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|sendrecv|all_?to_?all|cross_device_reduce",
+                   re.IGNORECASE)
 _HOST_COPY = re.compile(r"Memcpy (HtoD|DtoH)|Memcpy .*(Host|Pageable|Pinned)", re.IGNORECASE)
-_TRANSPOSE = re.compile(r"nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw", re.IGNORECASE)
-_GEMM_NAMES = re.compile(r"gemm|xmma|cutlass|Cijk_|cublas|hipblaslt|wmma|s16816|matmul", re.IGNORECASE)
-_ATTN_NAMES = re.compile(r"flash|fmha|attention|attn", re.IGNORECASE)
-_CONV_NAMES = re.compile(r"conv|implicit_?gemm|cudnn|miopen|winograd|fft", re.IGNORECASE)
+#: NCHW↔NHWC transposes around a convolution: cuDNN's, and MIOpen's (``batched_transpose_32x16_half``)
+_TRANSPOSE = re.compile(r"nchwToNhwc|nhwcToNchw|nchw2nhwc|nhwc2nchw|batched_transpose_\d", re.IGNORECASE)
+#: GEMM kernels: cuBLAS (``sm90_xmma_gemm_…``, ``nvjet_…``), CUTLASS kernels (not a ``cutlass::bfloat16_t``
+#: template argument of another kernel), TensorRT-LLM's batched GEMMs (``bmm_E4m3_…``), ROCm's Tensile /
+#: hipBLASLt (``Cijk_…``), Composable Kernel's (``ck::…gemm…``), vLLM's ROCm skinny GEMMs (``wvSplitK``)
+#: and Inductor's GEMM templates (``triton_tem_fused_mm_0``)
+_GEMM_NAMES = re.compile(r"gemm|xmma|nvjet|cutlass(?!::(bfloat16_t|half_t|float_|tfloat32_t|Array))|\bbmm_|"
+                         r"Cijk_|cublas|hipblaslt|wmma|s16816|matmul|wvSplitK|triton_tem_fused_\w*mm",
+                         re.IGNORECASE)
+_ATTN_NAMES = re.compile(r"flash|fmha|attention|attn|sdpa", re.IGNORECASE)
+#: Kernels whose names say attention or convolution without being one: a KV-cache write, FlashInfer's
+#: norms, activations and sampling, a dtype conversion (``_typeConvert``)
+_NOT_ATTN = re.compile(r"reshape_and_cache|flashinfer::(norm|activation|sampling)", re.IGNORECASE)
+_CONV_NAMES = re.compile(r"conv(?!ert)|implicit_?gemm|cudnn|miopen|winograd|fft|im2col|Im[23]d2Col", re.IGNORECASE)
 
 
 def kernel_class(name: str) -> str:
     """A kernel's class from its name alone (for kernels no op explains, and traces without shapes):
-    communication, attention, gemm (GEMMs and convolutions), or memory."""
+    communication, attention, gemm (GEMMs and convolutions, CUDA's and ROCm's), or memory (transposes
+    included)."""
     if _COMM.search(name):
         return "communication"
-    if _ATTN_NAMES.search(name):
+    if _TRANSPOSE.search(name):
+        return "memory"
+    if _ATTN_NAMES.search(name) and not _NOT_ATTN.search(name):
         return "attention"
-    if _GEMM_NAMES.search(name) or _CONV_NAMES.search(name) and not _TRANSPOSE.search(name):
+    if _GEMM_NAMES.search(name) or _CONV_NAMES.search(name):
         return "gemm"
     return "memory"
 
@@ -110,6 +149,7 @@ class TracePricer:
 
     def __init__(self, spec: DeviceSpec) -> None:
         self.spec = spec
+        self.launch_gap, self.launch_gap_source = launch_gap(spec)
         self._pricers: dict = {}
         self._rows: dict[tuple, dict[str, Any]] = {}
 
@@ -153,16 +193,19 @@ class TracePricer:
             op = Op(0, "", "", "attention", w.params)
             pass_ = "forward" if w.pass_ == "forward" else "backward"
             parts = [(part, g) for ps, part, g in passes(op, True) if ps == pass_]
-            return p.attention_row(parts, pass_, w.params)
+            # the fused kernel the trace ran; unfused attention ("fused", :mod:`.patterns`): what SDPA would run
+            ran = w.kind if w.kind in BACKENDS[:3] else None
+            return p.attention_row(parts, pass_, w.params, backend=ran)
         params = {k: v for k, v in w.params.items() if k != "shape"}
         return p.memory_row(w.kind, w.params["shape"], params, w.pass_)
 
     def kernel_s(self, w: Work, dtype: str | None = None) -> float:
         """What a profiler's kernel durations should add up to for ``w``: :meth:`row`'s seconds less the launch
-        gap of each kernel the model counts (:data:`LAUNCH_GAP_S`), never below :data:`KERNEL_FLOOR_S` each."""
+        gap of each kernel the model counts (:func:`launch_gap` of the device), never below its kernel floor
+        each."""
         row = self.row(w, dtype)
         launches = row.get("launches", 1)
-        return max(row["predicted_s"] - launches * LAUNCH_GAP_S, launches * KERNEL_FLOOR_S)
+        return max(row["predicted_s"] - launches * self.launch_gap.gap_s, launches * self.launch_gap.floor_s)
 
     def predict(self, w: Work, kernels: list[str]) -> dict[str, Any]:
         """:meth:`row` in the precision the kernels ran (a float32 GEMM whose kernel names say TF32: tf32), its

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import os
 import struct
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
-from ..devices import KNOWN_DEVICES, DeviceSpec, device_spec
+from ..devices import DeviceSpec, device_spec, known_by_vendor
 from .events import collect
 from .join import Joined, join
 from .opmap import MAPPED
 
-__all__ = ["NoGpuKernels", "PROGRESS_BYTES", "UnknownTraceDevice", "load", "read_trace", "trace_spec"]
+__all__ = ["NoGpuKernels", "PROGRESS_BYTES", "UnknownTraceDevice", "known_devices_text", "load", "read_trace",
+           "trace_spec"]
 
 #: Files whose text is larger than this get a progress bar while they stream.
 PROGRESS_BYTES = 50 << 20
@@ -83,11 +85,18 @@ def read_trace(path: str | os.PathLike, progress: bool = True) -> pd.DataFrame:
     return joined.kernels
 
 
-def trace_spec(joined: Joined, spec: str | DeviceSpec | None) -> DeviceSpec | None:
-    """``spec`` resolved, else the GPU the trace's ``deviceProperties`` names; None for a CPU-only trace.
+def known_devices_text() -> str:
+    """The device table's names grouped by vendor, as :func:`perfkit.device_spec`'s ``LookupError`` lists them
+    (``"NVIDIA: V100-SXM2, …; AMD: MI300X, …"``)."""
+    return "; ".join(f"{vendor}: {', '.join(names)}" for vendor, names in known_by_vendor().items())
 
-    Raises :class:`UnknownTraceDevice` (a ``LookupError``) naming the GPU and the known devices when the
-    trace's GPU is not in perfkit's table and no ``spec`` is given."""
+
+def trace_spec(joined: Joined, spec: str | DeviceSpec | None) -> DeviceSpec | None:
+    """``spec`` resolved, else the GPU the trace's ``deviceProperties`` names (its table entry, with the
+    trace's name as ``driver_name``: ``MI300X (AMD Instinct MI300X VF)``); None for a CPU-only trace.
+
+    Raises :class:`UnknownTraceDevice` (a ``LookupError``) naming the GPU and the known devices, by vendor,
+    when the trace's GPU is not in perfkit's table and no ``spec`` is given."""
     if isinstance(spec, DeviceSpec):
         return spec
     if spec is not None:
@@ -101,9 +110,11 @@ def trace_spec(joined: Joined, spec: str | DeviceSpec | None) -> DeviceSpec | No
     name = names[used[0]] if used and used[0] < len(names) else (names[0] if names else "")
     if not name:
         raise UnknownTraceDevice(f"{joined.events.path}: the trace does not name its GPU (no deviceProperties); "
-                                 f"pass spec (--spec), one of: {', '.join(KNOWN_DEVICES)}")
+                                 f"pass spec (--spec), one of the known devices: {known_devices_text()}")
     try:
-        return device_spec(name)
+        found = device_spec(name)
     except LookupError:
-        raise UnknownTraceDevice(f"{joined.events.path}: perfkit does not know the trace's GPU {name!r}; pass spec "
-                                 f"(--spec) naming the closest, one of: {', '.join(KNOWN_DEVICES)}") from None
+        raise UnknownTraceDevice(f"{joined.events.path}: perfkit does not know the trace's GPU {name!r}; pass "
+                                 f"spec (--spec) naming the closest of the known devices: "
+                                 f"{known_devices_text()}") from None
+    return found if name == found.name else replace(found, driver_name=name)

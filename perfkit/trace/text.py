@@ -7,7 +7,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from ..units import format_percent, format_time
-from .price import CLASSES, LAUNCH_GAP_S
+from .price import CLASSES, launch_gap
 
 if TYPE_CHECKING:
     from .report import TraceReport
@@ -23,8 +23,11 @@ def summarize(report: "TraceReport") -> dict[str, Any]:
     per_step = inside if not inside.empty else steps
     total = float(k["time_s"].sum())
     by_class = ops.groupby("class")["time_s"].sum()
+    gap, gap_source = launch_gap(report.spec) if report.spec is not None else (None, "")
     out: dict[str, Any] = {
         "device": report.spec.name if report.spec is not None else "",
+        "device_label": report.spec.label if report.spec is not None else "",
+        "launch_gap_s": gap.gap_s if gap is not None else math.nan, "launch_gap_source": gap_source,
         "files": len(report.paths), "ranks": int(k["rank"].nunique()), "steps": int(inside["step"].nunique()),
         "kernels": len(k), "kernel_time_s": total,
         "joined_share": float(k.loc[k["op_id"] >= 0, "time_s"].sum() / total) if total else math.nan,
@@ -55,7 +58,7 @@ def report_text(report: "TraceReport", top: int = 10) -> str:
     if s.get("cpu_only"):
         return _cpu_text(report, top)
     lines = [f"Trace: {', '.join(p.name for p in report.paths)}",
-             f"Device: {s['device'] or 'unknown (no predictions)'}; {s['kernels']} kernels, "
+             f"Device: {s.get('device_label') or s['device'] or 'unknown (no predictions)'}; {s['kernels']} kernels, "
              f"{_t(s['kernel_time_s'])} of kernel time over {s['steps']} profiler step(s), {s['ranks']} rank(s)",
              f"Joined to an op: {format_percent(s['joined_share'])} of kernel time; mapped to a perfkit model: "
              f"{format_percent(s['mapped_share'])}"]
@@ -73,9 +76,11 @@ def report_text(report: "TraceReport", top: int = 10) -> str:
         f"{c} {_t(v)} ({format_percent(v / total) if total else '—'})" for c, v in s["time_by_class_s"].items() if v))
     if s["outside_steps_s"]:
         lines.append(f"Kernels outside any profiler step: {_t(s['outside_steps_s'])}")
+    gap = f", less the {_t(s['launch_gap_s'])} launch gap a kernel's duration leaves out" if s["device"] else ""
     lines += ["", f"Top {top} time sinks: measured kernel time; predicted for the shape by perfkit's model on "
-                  f"{s['device'] or 'no device'}, less the {_t(LAUNCH_GAP_S)} launch gap a kernel's duration leaves "
-              "out; saving = measured − the model's time of the fix"]
+                  f"{s['device'] or 'no device'}{gap}; saving = measured − the model's time of the fix"]
+    if s["device"]:
+        lines.append(f"(the launch gap: {s['launch_gap_source']})")
     frame = report.top(top)
     for r in frame.itertuples():
         pred = f"predicted {_t(r.predicted_s)}" if r.predicted_s == r.predicted_s and r.predicted_s else "no model"

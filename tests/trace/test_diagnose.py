@@ -13,6 +13,7 @@ import torch
 import perfkit as pk
 from perfkit.devices import KNOWN_DEVICES
 from perfkit.trace import OP_COLUMNS, STEP_COLUMNS, TRACE_RULES
+from perfkit.trace.price import launch_gap
 from perfkit.trace.result import CLASSES
 
 from synthetic import CONV, F32, KERNELS, SDPA, Gemm, SyntheticTrace, write_trace
@@ -204,6 +205,31 @@ def test_text_report(synthetic):
     assert "H100-SXM" in text and "synthetic.json.gz" in text
     assert report.top(1)["op"][0] in text
     assert "alignment" in text and "precision" in text
+
+
+def test_text_report_names_the_measured_launch_gap(synthetic):
+    _, report = synthetic
+    gap, source = launch_gap(H100)
+    assert report.summary["launch_gap_s"] == gap.gap_s and report.summary["launch_gap_source"] == source
+    assert f"the {pk.units.format_time(gap.gap_s)} launch gap a kernel's duration leaves out" in str(report)
+    assert f"(the launch gap: {source})" in str(report)
+    assert not source.startswith("assumed")
+
+
+@pytest.mark.parametrize("gpu, device", [("AMD Instinct MI300X VF", "MI300X"), ("NVIDIA B200", "B200"),
+                                         ("AMD Instinct MI355X", "MI355X")])
+def test_a_trace_from_the_newest_gpus_needs_no_spec(tmp_path, gpu, device):
+    """The trace's deviceProperties name resolves through the device table; the report names both, prices every
+    mapped op there and says the launch gap it takes off each kernel is assumed (measured on Hopper only)."""
+    path = write_trace(tmp_path / "newest.json", SyntheticTrace(device_name=gpu, gemms=GEMMS[:2]))
+    report = pk.diagnose_trace(path, progress=False)
+    assert report.spec.name == device and report.spec.driver_name == gpu
+    mapped = report.ops[~report.ops["rule"].isin(["unmapped", "communication", "host_transfer"])]
+    assert len(mapped) and ((mapped["predicted_s"] > 0) & mapped["predicted_s"].map(math.isfinite)).all()
+    text = str(report)
+    assert f"Device: {device} ({gpu});" in text
+    assert report.summary["launch_gap_source"].startswith("assumed from hopper")
+    assert report.summary["launch_gap_source"] in text
 
 
 def test_a_2021_trace_assumes_the_conv_stride_and_says_so(tmp_path):

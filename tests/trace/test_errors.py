@@ -14,6 +14,7 @@ import perfkit as pk
 from perfkit.__main__ import main
 from perfkit.devices import KNOWN_DEVICES
 from perfkit.trace import OP_COLUMNS, NoGpuKernels, TraceFormatError, UnknownTraceDevice
+from perfkit.trace.read import known_devices_text
 
 from synthetic import SyntheticTrace, kineto_trace, write_trace
 
@@ -146,6 +147,8 @@ def test_an_unknown_gpu(tmp_path):
     assert isinstance(info.value, LookupError)
     assert str(path) in msg and FICTIONAL_GPU in msg and "spec" in msg
     assert all(name in msg for name in KNOWN_DEVICES)
+    # grouped by vendor, as perfkit.device_spec's LookupError lists them
+    assert "NVIDIA: " in msg and "; AMD: MI300X" in msg and msg.endswith(known_devices_text())
     report = pk.diagnose_trace(path, spec="H100-SXM", progress=False)
     assert report.summary["device"] == "H100-SXM"
     assert report.ops["predicted_s"].notna().any()

@@ -22,34 +22,36 @@ import pandas as pd
 import pytest
 
 import perfkit as pk
+from perfkit.devices import known_by_vendor
 from perfkit.trace import TRACE_RULES, UnknownTraceDevice
 
 TRACES = Path(__file__).resolve().parents[2] / ".." / "shared" / "reference" / "traces"
 TRACELENS = TRACES / "tracelens_reference"
 
-#: file → (perfkit's device for the trace's GPU, None where perfkit lacks it; GPU kernels; kernels that join
-#: no op), all as the folder's README states them.
+#: file → (perfkit's device for the trace's GPU, GPU kernels, kernels that join no op, profiler steps), all as
+#: the folder's README states them.
 README = {
-    "tracelens_h100_gaunernst_bert-small-uncased__1016001.json.gz": ("H100-SXM", 60, 0),
-    "tracelens_h100_Falconsai_nsfw_image_detection__1016002.json.gz": ("H100-SXM", 154, 0),
-    "kineto_resnet50_v100_worker0.1623143089861.pt.trace.json.gz": ("V100-SXM2", 8772, 0),
-    "tracelens_h100_Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz": ("H100-SXM", 1465, 436),
-    "tracelens_h100_facebook_timesformer-base-finetuned-k400__1016002.json.gz": ("H100-SXM", 446, 0),
-    "tracelens_h100_google_owlv2-large-patch14-ensemble__1016001.json.gz": ("H100-SXM", 4330, 0),
-    "tracelens_mi300_gaunernst_bert-small-uncased__1016001.json.gz": (None, 60, 0),
-    "tracelens_mi300_Falconsai_nsfw_image_detection__1016002.json.gz": (None, 155, 0),
-    "tracelens_mi300_Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz": (None, 1516, 463),
-    "tracelens_mi300_facebook_timesformer-base-finetuned-k400__1016002.json.gz": (None, 447, 0),
-    "tracelens_mi300_google_owlv2-large-patch14-ensemble__1016001.json.gz": (None, 4255, 0),
-    "tracelens_mi300_resnet_act_checkpoint.json.gz": (None, 2995, 757),
-    "tracelens_b200_eager_trace.json.gz": (None, 768, 2),
+    "tracelens_h100_gaunernst_bert-small-uncased__1016001.json.gz": ("H100-SXM", 60, 0, 1),
+    "tracelens_h100_Falconsai_nsfw_image_detection__1016002.json.gz": ("H100-SXM", 154, 0, 1),
+    "kineto_resnet50_v100_worker0.1623143089861.pt.trace.json.gz": ("V100-SXM2", 8772, 0, 6),
+    "tracelens_h100_Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz": ("H100-SXM", 1465, 436, 1),
+    "tracelens_h100_facebook_timesformer-base-finetuned-k400__1016002.json.gz": ("H100-SXM", 446, 0, 1),
+    "tracelens_h100_google_owlv2-large-patch14-ensemble__1016001.json.gz": ("H100-SXM", 4330, 0, 1),
+    "tracelens_mi300_gaunernst_bert-small-uncased__1016001.json.gz": ("MI300X", 60, 0, 1),
+    "tracelens_mi300_Falconsai_nsfw_image_detection__1016002.json.gz": ("MI300X", 155, 0, 1),
+    "tracelens_mi300_Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz": ("MI300X", 1516, 463, 1),
+    "tracelens_mi300_facebook_timesformer-base-finetuned-k400__1016002.json.gz": ("MI300X", 447, 0, 1),
+    "tracelens_mi300_google_owlv2-large-patch14-ensemble__1016001.json.gz": ("MI300X", 4255, 0, 1),
+    "tracelens_mi300_resnet_act_checkpoint.json.gz": ("MI300X", 2995, 757, 3),
+    "tracelens_b200_eager_trace.json.gz": ("B200", 768, 2, 0),
 }
 BERT_H100 = "tracelens_h100_gaunernst_bert-small-uncased__1016001.json.gz"
 VIT_H100 = "tracelens_h100_Falconsai_nsfw_image_detection__1016002.json.gz"
-#: the smallest file of each GPU perfkit lacks
-UNKNOWN_GPUS = {"AMD Instinct MI300X VF": "tracelens_mi300_gaunernst_bert-small-uncased__1016001.json.gz",
-                "AMD Instinct MI300X": "tracelens_mi300_resnet_act_checkpoint.json.gz",
-                "NVIDIA B200": "tracelens_b200_eager_trace.json.gz"}
+#: the smallest file of each of the newest GPUs, by the name its deviceProperties give (the README: an SR-IOV
+#: virtual function of an MI300X for the Hugging Face models, a whole MI300X for the ResNet, a B200)
+NEWEST_GPUS = {"AMD Instinct MI300X VF": "tracelens_mi300_gaunernst_bert-small-uncased__1016001.json.gz",
+               "AMD Instinct MI300X": "tracelens_mi300_resnet_act_checkpoint.json.gz",
+               "NVIDIA B200": "tracelens_b200_eager_trace.json.gz"}
 
 GPU_KINDS = {"kernel": "kernel", "Kernel": "kernel", "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
              "gpu_memset": "memset", "Memset": "memset"}
@@ -87,25 +89,27 @@ def raw(name: str) -> dict:
     kinds: Counter = Counter()
     dur = 0.0
     gemms: Counter = Counter()
+    steps = set()
     for e in doc["traceEvents"]:
         if e.get("ph") != "X":
             continue
         cat = e.get("cat")
+        if cat in ("user_annotation", "Operator") and str(e.get("name")).startswith("ProfilerStep#"):
+            steps.add(e["name"])
         if cat in GPU_KINDS:
             kinds[GPU_KINDS[cat]] += 1
             dur += float(e["dur"])
         elif cat in ("cpu_op", "Operator") and e.get("name") in GEMM_OPS:
             a, b = _gemm_dims(e["name"], e["args"]["Input Dims"])
             gemms[(e["name"], _shapes(a, b))] += 1
-    return {"kinds": kinds, "dur_us": dur, "gemms": gemms,
+    return {"kinds": kinds, "dur_us": dur, "gemms": gemms, "steps": len(steps),
             "gpu": [d.get("name") for d in doc.get("deviceProperties", [])]}
 
 
 @functools.lru_cache(maxsize=None)
 def report(name: str):
-    """diagnose_trace on the trace's own GPU where perfkit knows it, else priced on H100-SXM."""
-    device = README[name][0]
-    return pk.diagnose_trace(TRACES / name, spec=None if device else "H100-SXM", progress=False)
+    """diagnose_trace on the GPU the trace names (no ``spec``: every GPU here is in perfkit's table)."""
+    return pk.diagnose_trace(TRACES / name, progress=False)
 
 
 def kernels(name: str) -> pd.DataFrame:
@@ -166,7 +170,7 @@ def test_the_kernels_that_join_no_op_are_the_readmes(name):
 def test_diagnose(name):
     device = README[name][0]
     rep = report(name)
-    assert rep.summary["device"] == (device or "H100-SXM")
+    assert rep.summary["device"] == device and rep.spec.name == device
     ops = rep.ops
     # every kernel counted once
     assert ops["time_s"].sum() == pytest.approx(raw(name)["dur_us"] * 1e-6, rel=1e-9)
@@ -178,12 +182,52 @@ def test_diagnose(name):
     assert ((gemm["predicted_s"] > 0) & gemm["predicted_s"].map(math.isfinite)).all()
 
 
-@pytest.mark.parametrize("gpu", list(UNKNOWN_GPUS))
-def test_a_gpu_perfkit_lacks_must_be_named(gpu):
-    name = UNKNOWN_GPUS[gpu]
+@pytest.mark.parametrize("name", _files())
+def test_a_report_with_the_traces_profiler_steps(name):
+    rep = report(name)
+    steps = README[name][3]
+    assert raw(name)["steps"] == steps
+    assert rep.summary["steps"] == steps  # no ProfilerStep#N (the B200's vLLM trace): one step, numbered -1
+    numbered = set(rep.steps["step"]) - {-1}  # -1: kernels outside any step
+    assert len(numbered) == steps and (steps or set(rep.steps["step"]) == {-1})
+    assert (rep.steps["span_s"] > 0).all() and rep.summary["kernel_time_s"] > 0
+    mapped = rep.ops[rep.ops["rule"] != "unmapped"]
+    assert len(mapped) and mapped["predicted_s"].notna().any()
+
+
+@pytest.mark.parametrize("gpu", list(NEWEST_GPUS))
+def test_the_newest_gpus_are_diagnosed_by_the_name_their_trace_gives(gpu):
+    """MI300X (and its virtual function) and B200 are in perfkit's table: their traces need no ``spec``; the
+    report names the trace's GPU and says the launch gap it takes off is Hopper's, assumed."""
+    name = NEWEST_GPUS[gpu]
     assert gpu in raw(name)["gpu"]
-    with pytest.raises(UnknownTraceDevice, match=re.escape(gpu)):
-        pk.diagnose_trace(TRACES / name, progress=False)
+    rep = report(name)
+    assert rep.spec.name == README[name][0]
+    assert rep.spec.label == f"{rep.spec.name} ({gpu})" and rep.spec.driver_name == gpu
+    assert rep.summary["launch_gap_source"].startswith("assumed from hopper")
+    text = str(rep)
+    assert f"Device: {rep.spec.label};" in text and rep.summary["launch_gap_source"] in text
+
+
+def test_a_gpu_perfkit_lacks_is_named_with_the_known_devices_by_vendor(tmp_path):
+    """A real trace whose deviceProperties name a GPU no table holds: UnknownTraceDevice names it and lists the
+    known devices grouped by vendor, as perfkit.device_spec does; with spec it is diagnosed."""
+    with gzip.open(TRACES / NEWEST_GPUS["AMD Instinct MI300X VF"], "rt", encoding="utf-8") as fh:
+        doc = json.load(fh)
+    for d in doc["deviceProperties"]:
+        d["name"] = "AMD Instinct MI999X"
+    path = tmp_path / "mi999x.json.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        json.dump(doc, fh)
+    with pytest.raises(UnknownTraceDevice, match=re.escape("'AMD Instinct MI999X'")) as info:
+        pk.diagnose_trace(path, progress=False)
+    msg = str(info.value)
+    for vendor, names in known_by_vendor().items():
+        assert f"{vendor}: {', '.join(names)}" in msg
+    with pytest.raises(LookupError) as lookup:
+        pk.device_spec("AMD Instinct MI999X")
+    assert str(lookup.value).split("known devices: ")[1] in msg  # the same grouped list
+    assert pk.diagnose_trace(path, spec="MI300X", progress=False).spec.name == "MI300X"
 
 
 @pytest.mark.parametrize("name", _files())

@@ -218,7 +218,7 @@ def test_importing_perfkit_imports_neither_triton_nor_cupy_nor_matplotlib():
 
 #: The edge: what reads or writes data/, the published tables, or labels where numbers come from.
 EDGE = ("perfkit.data", "perfkit.provenance", "perfkit.calibration", "perfkit.environment", "perfkit.validation",
-        "perfkit.published_data")
+        "perfkit.published_data", "perfkit.attention_validation")
 #: The experiment machinery: the registry, what experiments share, running and recording them.
 MACHINERY = ("perfkit.experiments",)
 #: The book: one folder per chapter and what the chapters share (its experiments among them).

@@ -9,11 +9,11 @@ from __future__ import annotations
 from ..lazy import lazy
 
 __all__ = ["FAMILY_LABELS", "FAMILY_ORDER", "MODEL_NAMES", "family_errors", "fix_numbers", "model_steps", "peer_steps",
-           "published_gemms", "split_table", "targets_table", "tables", "interactive", "problems"]
+           "newest_gemms", "published_gemms", "split_table", "targets_table", "tables", "interactive", "problems"]
 
 _MODULES = {
     "tables": ["FAMILY_LABELS", "FAMILY_ORDER", "MODEL_NAMES", "family_errors", "fix_numbers", "model_steps", "peer_steps",
-               "published_gemms", "split_table", "targets_table"],
+               "newest_gemms", "published_gemms", "split_table", "targets_table"],
     "interactive": [],
     "problems": [],
 }

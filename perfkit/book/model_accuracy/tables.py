@@ -10,16 +10,20 @@ and gives a small frame ready for :func:`perfkit.table`: few columns, short head
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Mapping
 
 import pandas as pd
 
 from ..check_your_model.held_out import error_stats, fix_summary
-from ...provenance import publisher_of
+from ...devices import device_spec
+from ...gemm_model import prediction_error
+from ...meta import FrameMeta
+from ...provenance import publisher_of, source_of
+from ...validation import half_labels
 from ..check_your_model.report import _vocab_ratio, targets
 
 __all__ = ["FAMILY_LABELS", "FAMILY_ORDER", "MODEL_NAMES", "family_errors", "fix_numbers", "model_steps", "peer_steps",
-           "published_gemms", "split_table", "targets_table"]
+           "newest_gemms", "published_gemms", "split_table", "targets_table"]
 
 #: The families in the order the page shows them.
 FAMILY_ORDER = ("GEMM", "memory-bound", "convolution", "recurrent layer", "attention", "decoding")
@@ -71,13 +75,14 @@ def family_errors(report: Any) -> pd.DataFrame | None:
     return out.drop(columns=["_f", "_s"]).reset_index(drop=True)
 
 
-def published_gemms(table: pd.DataFrame | None) -> pd.DataFrame | None:
-    """The published rows of :func:`perfkit.validation.validation_table` (DeepBench's V100 and P100,
-    OpenXLA's H100), one row per table, dtype and half: n, the model's median and p90 |error| and the
-    plain roofline's (datasheet peaks) median."""
+def published_gemms(table: pd.DataFrame | None, publishers: tuple[str, ...] = ("DeepBench", "OpenXLA")
+                    ) -> pd.DataFrame | None:
+    """The published rows of :func:`perfkit.validation.validation_table` by ``publishers`` (default DeepBench's
+    V100 and P100, OpenXLA's H100; :func:`newest_gemms` has the newest GPUs'), one row per table, dtype and
+    half: n, the model's median and p90 |error| and the plain roofline's (datasheet peaks) median."""
     if table is None or not len(table):
         return None
-    pub = table[table["data"].map(publisher_of).notna()]
+    pub = table[table["data"].map(publisher_of).isin(publishers)]
     if not len(pub):
         return None
     rows = []
@@ -88,6 +93,38 @@ def published_gemms(table: pd.DataFrame | None) -> pd.DataFrame | None:
                      "n": int(model["n"]), "median": model["median_abs"], "p90": model["p90_abs"],
                      "roofline": roof["median_abs"]})
     return pd.DataFrame(rows)
+
+
+def newest_gemms(frames: Mapping[str, pd.DataFrame] | None) -> pd.DataFrame | None:
+    """The newest GPUs' published GEMMs of :func:`perfkit.validation.validation_frames`: AMD AITER's tuned
+    GEMMs per GPU (bf16 by half; its 8-bit kinds pooled) and the MAMF finder's best shapes per vendor and
+    dtype, with n, the model's median and p90 |error| and the roofline's median. Blackwell's fp8 MAMF rows
+    are ``"seen"``: its fp8 fraction was chosen after them (:mod:`perfkit.achievable`)."""
+    if not frames:
+        return None
+    rows = []
+    for f in frames.values():
+        meta = FrameMeta.of(f)
+        publisher = publisher_of(str(source_of(f))) or ""
+        if not publisher.startswith(("AMD AITER", "ml-engineering")):
+            continue
+        f = f.assign(half=half_labels(f).values, group=f["dtype"])
+        if publisher.startswith("AMD AITER"):
+            f["table"] = f"AITER {meta.device}"
+            f.loc[f["dtype"] != "bfloat16", "group"] = "8-bit"
+        else:
+            vendor = device_spec(meta.device).vendor
+            f["table"] = "MAMF Blackwell" if vendor == "NVIDIA" else "MAMF AMD"
+            f.loc[(vendor == "NVIDIA") & (f["dtype"] == "float8"), "half"] = "seen"
+        rows.append(f)
+    if not rows:
+        return None
+    out = []
+    for (table, group, half), g in pd.concat(rows).groupby(["table", "group", "half"], sort=False):
+        model, roof = (prediction_error(g["time_s"], g[c]) for c in ("predicted_s", "roofline_s"))
+        out.append({"table": table, "dtype": group, "half": half, "n": model["n"], "median": model["median_abs"],
+                    "p90": model["p90_abs"], "roofline": roof["median_abs"]})
+    return pd.DataFrame(out)
 
 
 def model_steps(report: Any) -> pd.DataFrame | None:

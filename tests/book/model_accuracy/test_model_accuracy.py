@@ -226,3 +226,18 @@ def test_the_page_calls_what_it_shows():
     assert re.search(r"alt: \S", text)
     tables = re.findall(r"pk\.table\((.*?)\)\n```", text, flags=re.S)
     assert tables and all("caption=" in t for t in tables)
+
+
+@pytest.mark.skipif(not (pk.published_data.has_published("aiter_gemm") and pk.published_data.has_published(
+    "mamf_newest")), reason=pk.published_data.HOW_TO_GET)
+def test_newest_gemms_pool_aiter_by_device_and_mamf_by_vendor():
+    frames = pk.validation.validation_frames()
+    t = model_accuracy.newest_gemms(frames).set_index(["table", "dtype", "half"])
+    assert {"AITER MI355X", "AITER MI300X", "MAMF Blackwell", "MAMF AMD"} <= set(t.index.get_level_values(0))
+    assert set(t.xs("AITER MI355X").index) == {("bfloat16", "fit"), ("bfloat16", "held out"), ("8-bit", "not fitted")}
+    assert t.xs("MAMF Blackwell").loc[("float8", "seen"), "n"] == 3  # fp8 fraction chosen after these rows
+    assert (t["median"] < t["roofline"]).sum() >= len(t) - 1 and (t["p90"] >= t["median"]).all()
+    # the old table keeps the NVIDIA publishers only
+    assert set(published_gemms(pk.validation.validation_table(frames))["table"].str.split().str[0]) == \
+        {"DeepBench", "OpenXLA"}
+    assert model_accuracy.newest_gemms({}) is None

@@ -59,6 +59,8 @@ _LABEL_PT = 8
 _LINE_PT, _DROP_PT, _SHIFT_PT = 12.0, 16.0, 10.0
 #: Room kept above the highest roof for its ridge label and the legend (points).
 _HEADROOM_PT = 44.0
+#: Up to this many roofs, each ridge point is labelled beside it; beyond, in the legend.
+_RIDGE_LABELS = 2
 _BOX = {"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85}
 
 
@@ -100,7 +102,8 @@ def plot_roofline(operations: Iterable[Operation] | None, specs: DeviceSpec | Se
     """Draw each device's roofline for ``dtype`` and place ``operations`` on it.
 
     Log-log axes: arithmetic intensity (FLOP/byte) against attainable TFLOP/s. Each device's ridge
-    point (ops:byte) is marked; each operation sits at its intensity on every device's roof and is
+    point (ops:byte) is marked, and labelled beside it (with more than two roofs, in the legend,
+    where the labels cannot collide); each operation sits at its intensity on every device's roof and is
     named once, under the highest roof, names stacked so that none covers another. An operation
     with no FLOPs cannot sit on a log axis: a note names it. ``ceilings`` —
     ``{"label": str, "flop_s": FLOP/s, "bandwidth": bytes/s}`` or a list of them — adds measured
@@ -126,11 +129,13 @@ def plot_roofline(operations: Iterable[Operation] | None, specs: DeviceSpec | Se
     for i, spec in enumerate(specs):
         color, peak = f"C{i}", spec.peak_flop_s(dtype)
         ridge = spec.ops_per_byte(dtype)
+        label = _roof_label(spec.label, peak, spec.mem_bandwidth)
         ax.plot(x, attainable_flop_s(x, spec, dtype) / TERA, color=color, lw=2,
-                label=_roof_label(spec.label, peak, spec.mem_bandwidth))
+                label=label if len(specs) <= _RIDGE_LABELS else f"{label}, ops:byte {ridge:.3g}")
         ax.plot([ridge], [peak / TERA], "o", color=color, ms=6)
-        ax.annotate(f"ops:byte {ridge:.3g}", (ridge, peak / TERA), xytext=(4, 5), textcoords="offset points",
-                    fontsize=_LABEL_PT, color=color, ha="left", va="bottom", bbox=_BOX, zorder=4)
+        if len(specs) <= _RIDGE_LABELS:  # more ridges than that crowd each other: the legend says them
+            ax.annotate(f"ops:byte {ridge:.3g}", (ridge, peak / TERA), xytext=(4, 5), textcoords="offset points",
+                        fontsize=_LABEL_PT, color=color, ha="left", va="bottom", bbox=_BOX, zorder=4)
         for op in placed:
             ax.plot([op.intensity], [attainable_flop_s(op.intensity, spec, dtype) / TERA], "s", ms=6,
                     mfc=color, mec="black", zorder=3)

@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import plotly.graph_objects as go
 
+from ...architectures import FAMILIES, VENDOR, family
 from ...devices import KNOWN_DEVICES, DeviceSpec, resolve_spec
 from ...dtypes import canonical_dtype
 from ...provenance import caption, modelled
@@ -20,7 +21,12 @@ from ...roofline import (Operation, arithmetic_intensity, attainable_flop_s, gem
 from ...units import TERA, format_time
 from ..interactive import InteractiveFigure, State, heading, rounded, with_menu, with_slider
 
-__all__ = ["FIGURES", "gemm_batch_roofline", "roofline_by_device"]
+__all__ = ["BOOK_GPUS", "FIGURES", "gemm_batch_roofline", "menu_label", "roofline_by_device"]
+
+#: The GPUs the device menu offers by default, then → now → next: Volta and Ampere, Hopper and Ada,
+#: Blackwell and AMD Instinct (CDNA 3 and 4).
+BOOK_GPUS: tuple[str, ...] = ("V100-SXM2", "A100-SXM4-80GB", "H100-SXM", "H200", "L40S", "B200", "GB200",
+                              "MI300X", "MI355X")
 
 #: Colours of the two bounds (colour-blind safe: blue and orange).
 BOUND_COLOURS = {"math": "#0072B2", "memory": "#E69F00"}
@@ -38,18 +44,30 @@ def _spec(device: DeviceSpec | str, param: str) -> DeviceSpec:
     return resolve_spec(device, param=f"each of {param}", none_ok=False)
 
 
-def _specs(devices: Iterable[DeviceSpec | str] | None, dtype: str) -> list[DeviceSpec]:
-    """The devices to offer: ``devices``, or every known GPU with a ``dtype`` peak."""
+def _specs(devices: Iterable[DeviceSpec | str] | None, dtype: str, *, skip_missing: bool = False) -> list[DeviceSpec]:
+    """The devices to offer: ``devices``, or every known GPU with a ``dtype`` peak; ``skip_missing``
+    leaves out those of ``devices`` without one (a default list asked for another dtype)."""
     if devices is None:
         return [s for s in KNOWN_DEVICES.values() if dtype in s.peaks and s.mem_bandwidth]
     if isinstance(devices, (str, DeviceSpec)) or not isinstance(devices, Iterable):
         raise TypeError(f"devices must be a list of DeviceSpecs or device names, got {devices!r}")
     specs = [_spec(d, "devices") for d in devices]
+    if skip_missing:
+        specs = [s for s in specs if dtype in s.peaks and s.mem_bandwidth]
     if not specs:
         raise ValueError("devices must name at least one device")
     for s in specs:
         s.ops_per_byte(dtype)  # LookupError naming the dtype or the bandwidth this device lacks
     return specs
+
+
+def menu_label(spec: DeviceSpec) -> str:
+    """A device's name in the menu, with its generation: ``"H100-SXM (Hopper)"``, ``"MI300X (AMD CDNA 3)"``."""
+    fam = family(spec)
+    if fam not in FAMILIES:
+        return spec.name
+    word = f"CDNA {fam[4:]}" if fam.startswith("cdna") else fam.capitalize()
+    return f"{spec.name} ({'AMD ' if VENDOR[fam] == 'AMD' else ''}{word})"
 
 
 def _roof(spec: DeviceSpec, dtype: str) -> dict:
@@ -84,9 +102,10 @@ def _log_range(lo: float, hi: float, pad: float = 0.15) -> list[float]:
 
 
 def roofline_by_device(operations: Sequence[Operation] | None = None, *,
-                       devices: Iterable[DeviceSpec | str] | None = None, dtype: Any = "float16",
+                       devices: Iterable[DeviceSpec | str] | None = BOOK_GPUS, dtype: Any = "float16",
                        active: str = "H100-SXM") -> InteractiveFigure:
-    """A roofline with a drop-down over ``devices`` (default: every known GPU with a ``dtype`` peak),
+    """A roofline with a drop-down over ``devices`` (default: :data:`BOOK_GPUS`, those with a
+    ``dtype`` peak; None: every known GPU with one), each named with its vendor in the menu,
     placing ``operations`` (default: :func:`~perfkit.roofline.nvidia_example_operations`) on the
     chosen device's roof, each named with its bound (math or memory) there.
 
@@ -99,7 +118,7 @@ def roofline_by_device(operations: Sequence[Operation] | None = None, *,
         raise TypeError(f"operations must be a non-empty list of perfkit Operations, got {operations!r}")
     if any(op.intensity <= 0 for op in ops):
         raise ValueError("operations must all do some FLOPs: 0 FLOP/byte has no place on a log axis")
-    specs = _specs(devices, dtype)
+    specs = _specs(None, dtype) if devices is None else _specs(devices, dtype, skip_missing=devices is BOOK_GPUS)
     names = [s.name for s in specs]
     if active not in names:
         raise ValueError(f"active must be one of the devices ({', '.join(names)}), got {active!r}")
@@ -114,7 +133,7 @@ def roofline_by_device(operations: Sequence[Operation] | None = None, *,
         n_math = sum(b == "math" for _, _, b in points)
         hover = [f"{op.name}<br>{op.intensity:.3g} FLOP/byte<br>{y:.3g} TFLOP/s attainable<br>"
                  f"{b}-bound: {format_time(t)}" for op, (y, t, b) in zip(ops, points)]
-        states.append(State(spec.name, [
+        states.append(State(menu_label(spec), [
             _roof(spec, dtype),
             {"x": rounded([ridge]), "y": rounded([spec.peak_flop_s(dtype) / TERA]),
              "text": [f"ops:byte {ridge:.3g}"]},

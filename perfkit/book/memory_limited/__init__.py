@@ -2,7 +2,8 @@
 
 Its experiments (registered for the recorder), frame analysis and figures are importable from here
 (``from perfkit.book import memory_limited``); its modules: ``convnet``, ``experiments``, ``figures``,
-``fusion``, ``fusion_figures``, ``problems``, ``published``, ``stream``, ``verdict``, ``interactive``.
+``fusion``, ``fusion_figures``, ``hipkittens`` (fused against eager kernels on AMD's MI355X, published),
+``problems``, ``published``, ``stream``, ``verdict``, ``interactive``.
 Each is imported when first asked for (:mod:`perfkit.book.lazy`): importing the experiments draws
 nothing.
 """
@@ -19,7 +20,7 @@ __all__ = ["ACTIVATION_OPS", "CHAINS", "LAYOUTS", "MEMORY_DTYPES", "MODES", "NET
            "plot_fusion_published", "plot_network_breakdown", "plot_pool_sizes",
            "plot_published_time_vs_bytes", "pool_sizes", "predicted_activations", "predicted_breakdown",
            "predicted_chains", "tail_bytes", "convnet", "experiments", "figures", "fusion", "fusion_figures",
-           "problems", "published", "stream", "verdict", "interactive"]
+           "hipkittens", "problems", "published", "stream", "verdict", "interactive"]
 
 #: Each module of the folder → the names it provides here, imported when first asked for.
 _MODULES = {
@@ -32,6 +33,7 @@ _MODULES = {
     "fusion": ["CHAINS", "MODES", "PHASES", "compiler_missing", "fusion_chains", "fusion_savings",
         "predicted_chains", "tail_bytes"],
     "fusion_figures": ["plot_fusion", "plot_fusion_published", "plot_network_breakdown"],
+    "hipkittens": [],
     "problems": [],
     "published": [],
     "stream": [],

@@ -3,7 +3,9 @@ whose every label can be read."""
 
 from __future__ import annotations
 
+import html
 import itertools
+import textwrap
 
 import matplotlib
 
@@ -17,7 +19,7 @@ import pytest  # noqa: E402
 import perfkit as pk  # noqa: E402
 from perfkit.book import problems as exercises  # noqa: E402
 from perfkit.book.background import interactive as background  # noqa: E402
-from perfkit.book.interactive import MAX_HTML_BYTES, html_bytes  # noqa: E402
+from perfkit.book.interactive import MAX_HTML_BYTES, SOURCE_CHARS, html_bytes  # noqa: E402
 from perfkit.provenance import modelled  # noqa: E402
 from perfkit.units import TERA, format_time  # noqa: E402
 from figure_helpers import steps as _steps  # noqa: E402
@@ -33,8 +35,9 @@ OPS = pk.roofline.nvidia_example_operations("float16")
 def test_roofline_by_device_places_every_operation_on_every_roof():
     fig = background.roofline_by_device()
     steps = _steps(fig)
-    known = [s for s in pk.KNOWN_DEVICES.values() if "float16" in s.peaks]
-    assert [label for label, _ in steps] == [s.name for s in known]
+    known = [pk.device_spec(g) for g in background.BOOK_GPUS]
+    assert all("float16" in s.peaks for s in known)
+    assert [label for label, _ in steps] == [background.menu_label(s) for s in known]
     assert fig.figure.layout.updatemenus[0].active == [s.name for s in known].index("H100-SXM")
     assert list(fig.figure.data[2].x) == pytest.approx([op.intensity for op in OPS], rel=1e-4)
     for (label, (data, layout)), spec in zip(steps, known):
@@ -46,12 +49,13 @@ def test_roofline_by_device_places_every_operation_on_every_roof():
         assert data["marker.color"][2] == [background.BOUND_COLOURS[b] for b in bounds]
         assert data["x"][1] == pytest.approx([spec.ops_per_byte("float16")], rel=1e-4)
         assert max(data["y"][0]) == pytest.approx(spec.peak_flop_s("float16") / TERA, rel=1e-4)
-        assert str(modelled(spec)) in layout["title.text"]
+        for line in textwrap.wrap(str(modelled(spec)), SOURCE_CHARS):  # a long source, wrapped
+            assert html.escape(line) in layout["title.text"]
         assert f"{bounds.count('math')} of 5 math-bound on {spec.name}" in layout["annotations[0].text"]
-    # The batch-512 layer clears the V100's and H100's ridges but not the L40S's.
-    by = dict(steps)
-    assert by["V100-SXM2"][0]["text"][2][0].endswith(": math")
-    assert by["H100-SXM"][0]["text"][2][0].endswith(": math")
+    # The batch-512 layer clears the V100's, H100's and the newest GPUs' ridges but not the L40S's.
+    by = {label.split(" (")[0]: data for label, data in steps}
+    for gpu in ("V100-SXM2", "H100-SXM", "B200", "MI300X"):
+        assert by[gpu][0]["text"][2][0].endswith(": math"), gpu
     assert by["L40S"][0]["text"][2][0].endswith(": memory")
     assert "model of H100-SXM" in fig.figure.layout.title.text
     assert html_bytes(fig) < MAX_HTML_BYTES
@@ -72,15 +76,19 @@ def test_roofline_by_device_axes_show_every_point_and_label_positions_alternate(
 
 def test_roofline_by_device_with_chosen_devices_and_bad_input():
     fig = background.roofline_by_device(OPS[:2], devices=["V100-SXM2", A100], active="A100-SXM4-80GB")
-    assert [label for label, _ in _steps(fig)] == ["V100-SXM2", "A100-SXM4-80GB"]
-    only_fp8 = background.roofline_by_device(dtype="float8")
-    assert all("float8" in pk.device_spec(label).peaks for label, _ in _steps(only_fp8))
+    assert [label for label, _ in _steps(fig)] == ["V100-SXM2 (Volta)", "A100-SXM4-80GB (Ampere)"]
+    only_fp8 = background.roofline_by_device(dtype="float8")  # the default menu, less those without FP8
+    fp8_names = [label.split(" (")[0] for label, _ in _steps(only_fp8)]
+    assert fp8_names == [g for g in background.BOOK_GPUS if "float8" in pk.device_spec(g).peaks]
+    every = background.roofline_by_device(devices=None)  # every known GPU with an FP16 peak
+    assert [label.split(" (")[0] for label, _ in _steps(every)] == [
+        s.name for s in pk.KNOWN_DEVICES.values() if "float16" in s.peaks]
     with pytest.raises(LookupError):
         background.roofline_by_device(devices=["no-such-gpu"])
     with pytest.raises(LookupError, match="float8"):
         background.roofline_by_device(devices=["V100-SXM2", "H100-SXM"], dtype="float8")
     with pytest.raises(ValueError, match="active"):
-        background.roofline_by_device(active="B200")
+        background.roofline_by_device(active="T4")  # known, but not in the default menu
     with pytest.raises(TypeError, match="operations"):
         background.roofline_by_device([1, 2])
     with pytest.raises(ValueError, match="FLOPs"):

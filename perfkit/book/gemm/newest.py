@@ -4,9 +4,8 @@ Pure functions of ml-engineering's published MAMF table (``pk.published("mamf_ne
 dtype, the best 2·M·N·K / mean time of ``torch.mm`` or ``torch._scaled_mm`` over a brute-force
 search of shapes, 2025). :func:`mamf_rows` keeps the rows of the GPUs asked for, each with perfkit's
 datasheet peak (``pk.device_spec``, not the table's own "Theory" column) and the fraction of it
-reached; :func:`achievable_fraction` gives one GPU's fraction; :func:`achievable_table` lays the
-rows out for a page, one row per GPU, and :func:`show_achievable` shows it captioned with who
-measured and how (or, without the table, a note saying how to get it).
+reached, and :func:`caption_of` says who measured them and how (chapter 1's table of the newest GPUs,
+:mod:`perfkit.book.background.newest`, shows them; chapter 2's prose cites them).
 
 The rows compare hardware *and* software: each GPU ran its own torch/CUDA/ROCm version and
 settings (PyTorch TunableOp on for the MI300X, off for the MI355X), and a maximum over many noisy
@@ -21,14 +20,11 @@ import pandas as pd
 
 from ..._validate import frame_or_none
 from ...devices import device_spec
-from ...display import Note, Table, table
 from ...dtypes import canonical_dtype
 from ...meta import FrameMeta
-from ...published_data.notes import published_absent
 from ..figures import published_label
 
-__all__ = ["MAMF_GPUS", "achievable_fraction", "achievable_table", "caption_of", "mamf_rows",
-           "show_achievable"]
+__all__ = ["MAMF_GPUS", "caption_of", "mamf_rows"]
 
 #: The GPUs the chapters show from the MAMF table: Blackwell (B200, GB200) and AMD Instinct (MI300X, MI355X).
 MAMF_GPUS: tuple[str, ...] = ("B200", "GB200", "MI300X", "MI355X")
@@ -76,38 +72,6 @@ def mamf_rows(frame: pd.DataFrame | None, gpus: Sequence[str] = MAMF_GPUS,
     return out
 
 
-def achievable_fraction(frame: pd.DataFrame | None, gpu: str, dtype: str = "bfloat16") -> float | None:
-    """The best published GEMM of ``gpu`` in ``dtype`` as a fraction of its dense datasheet peak;
-    None without the table or without a value for that GPU and dtype."""
-    rows = mamf_rows(frame, [gpu], [dtype])
-    return None if rows is None or not len(rows) else float(rows["fraction"].iloc[0])
-
-
-def achievable_table(frame: pd.DataFrame | None, gpus: Sequence[str] = MAMF_GPUS,
-                     dtypes: Sequence[str] = ("bfloat16", "float8")) -> pd.DataFrame | None:
-    """:func:`mamf_rows` for a page, one row per GPU: per dtype the best TFLOP/s and its share of the
-    datasheet peak ("—" where the table has no value), and the best shape of the first dtype. None
-    in, None out."""
-    rows = mamf_rows(frame, gpus, dtypes)
-    if rows is None:
-        return None
-    out = []
-    for gpu in dict.fromkeys(rows["device"]):
-        mine = rows[rows["device"] == gpu].set_index("dtype")
-        row: dict = {"GPU": gpu}
-        for d in (canonical_dtype(x) for x in dtypes):
-            word, have = _WORDS.get(d, d), d in mine.index
-            row[f"{word} (TFLOP/s)"] = f"{mine.loc[d, 'tflops_best']:,.0f}" if have else "—"
-            row[f"{word} share"] = f"{mine.loc[d, 'fraction']:.0%}" if have else "—"
-        first = mine.iloc[0]
-        row[f"best {_WORDS.get(mine.index[0], mine.index[0])} shape"] = (
-            f"{first['M']:.0f}×{first['N']:.0f}×{first['K']:.0f}")
-        out.append(row)
-    result = pd.DataFrame(out)
-    result.attrs["meta"] = rows.attrs["meta"]
-    return result
-
-
 def caption_of(rows: pd.DataFrame, *, caveat: bool = True) -> str:
     """Who measured ``rows`` (a frame from :func:`mamf_rows` or :func:`achievable_table`), on
     which GPUs, and how they timed: the caption of a table of them; ``caveat`` adds the first
@@ -118,11 +82,3 @@ def caption_of(rows: pd.DataFrame, *, caveat: bool = True) -> str:
     said = FrameMeta.of(rows).caveat if caveat else None
     return f"{label}. {said.split('. ')[0].rstrip('.')}." if said else label
 
-
-def show_achievable(frame: pd.DataFrame | None, gpus: Sequence[str] = MAMF_GPUS) -> Table | Note:
-    """:func:`achievable_table` as a captioned table; without the published table, the note that
-    says how to get it."""
-    shown = achievable_table(frame, gpus)
-    if shown is None or not len(shown):
-        return published_absent()
-    return table(shown, caption=caption_of(shown))

@@ -9,9 +9,6 @@ import pytest
 
 import perfkit as pk
 from perfkit.book.gemm import newest
-from perfkit.display import Note, Table
-from perfkit.provenance import Source
-from perfkit.published_data import HOW_TO_GET
 from testkit import framed
 
 MAMF_META = {"published_by": "ml-engineering (Stas Bekman)", "published_date": "2025",
@@ -44,41 +41,6 @@ def test_mamf_rows_keep_the_gpus_asked_for_with_the_datasheet_share():
     assert set(only_bf16["dtype"]) == {"bfloat16"} and set(only_bf16["device"]) == {"B200", "MI300X"}
 
 
-def test_achievable_fraction_is_best_over_the_datasheet_or_none():
-    b200 = pk.device_spec("B200")
-    assert newest.achievable_fraction(mamf_frame(), "B200") == pytest.approx(1800e12 / b200.peak_flop_s("bf16"))
-    assert newest.achievable_fraction(mamf_frame(), "B200", "fp8") == pytest.approx(3000e12 / b200.peak_flop_s("fp8"))
-    assert newest.achievable_fraction(mamf_frame(), "MI300X", "float8") is None  # no value published
-    assert newest.achievable_fraction(mamf_frame(), "GB200") is None  # no row
-    assert newest.achievable_fraction(None, "B200") is None
-
-
-def test_achievable_table_one_row_per_gpu_with_dashes_where_nothing_was_measured():
-    t = newest.achievable_table(mamf_frame())
-    assert list(t["GPU"]) == ["B200", "MI300X"]
-    mi300x, b200 = t.set_index("GPU").loc["MI300X"], t.set_index("GPU").loc["B200"]
-    share = 650e12 / pk.device_spec("MI300X").peak_flop_s("bf16")
-    assert mi300x["BF16 share"] == f"{share:.0%}" and mi300x["FP8 (TFLOP/s)"] == "—" and mi300x["FP8 share"] == "—"
-    assert mi300x["best BF16 shape"] == "10240×15360×8192"
-    assert b200["FP8 share"] == f"{3000e12 / pk.device_spec('B200').peak_flop_s('fp8'):.0%}"
-
-
-def test_show_achievable_captions_who_measured_what_and_how():
-    shown = newest.show_achievable(mamf_frame())
-    assert isinstance(shown, Table)
-    said = str(Source("published", "B200, MI300X", "2025", by=MAMF_META["published_by"]))
-    assert shown.caption.startswith(said) and MAMF_META["timing"] in shown.caption
-    assert "optimistic" in shown.caption and "withheld" not in shown.caption  # the caveat's first sentence
-    assert "optimistic" not in newest.caption_of(newest.mamf_rows(mamf_frame()), caveat=False)
-
-
-def test_without_the_table_a_note_says_how_to_get_it():
-    for fn in (newest.mamf_rows, newest.achievable_table):
-        assert fn(None) is None
-    note = newest.show_achievable(None)
-    assert isinstance(note, Note) and HOW_TO_GET in " ".join(note.text.split())
-
-
 def test_bad_input_names_what_is_accepted():
     with pytest.raises(ValueError, match="mamf_newest"):
         newest.mamf_rows(pd.DataFrame({"device": ["B200"]}))
@@ -100,3 +62,4 @@ def test_the_published_table_blackwell_nearer_its_datasheet_than_amd():
     assert min(share["B200"], share["GB200"]) > max(share["MI300X"], share["MI355X"])
     table = mamf[mamf["device"].isin(newest.MAMF_GPUS) & mamf["tflops_best"].notna()]
     assert len(rows) == len(table)
+

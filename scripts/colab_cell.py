@@ -67,8 +67,8 @@ def _wrapped(names: list[str]) -> str:
 
 
 def chapters() -> list[Path]:
-    """Every notebook page Colab can open: the chapters and the landing page."""
-    return [REPO / "intro.md", *sorted((REPO / "chapters").glob("*.md"))]
+    """Every notebook page Colab can open: the landing page, the chapters and the rules page."""
+    return [REPO / "intro.md", *sorted((REPO / "chapters").glob("*.md")), REPO / "rules.md"]
 
 
 def updated(text: str) -> str:

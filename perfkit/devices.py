@@ -131,9 +131,6 @@ def _gpu(vendor: str, name, sms, bw_gbs, l2_mib, mem_gb, peaks, source, dies=1, 
 KNOWN_DEVICES: dict[str, DeviceSpec] = {
     e["name"]: _gpu(vendor, **e) for vendor, entries in VENDORS.items() for e in entries}
 
-_DRIVER_PATTERNS = DRIVER_PATTERNS
-
-
 def known_by_vendor() -> dict[str, list[str]]:
     """The table's device names per vendor (``{"NVIDIA": [...], "AMD": [...]}``)."""
     out: dict[str, list[str]] = {}
@@ -142,7 +139,9 @@ def known_by_vendor() -> dict[str, list[str]]:
     return out
 
 
-def _known_list() -> str:
+def known_devices_text() -> str:
+    """The table's names grouped by vendor, as an unknown name's ``LookupError`` lists them
+    (``"NVIDIA: V100-SXM2, …; AMD: MI300X, …"``)."""
     return "; ".join(f"{v}: {', '.join(names)}" for v, names in known_by_vendor().items())
 
 
@@ -165,12 +164,12 @@ def device_spec(name: str) -> DeviceSpec:
     matched = match_driver_name(name)
     if matched is not None:
         return KNOWN_DEVICES[matched]
-    raise LookupError(f"unknown device name {name!r}; known devices: {_known_list()}")
+    raise LookupError(f"unknown device name {name!r}; known devices: {known_devices_text()}")
 
 
 def match_driver_name(driver_name: str) -> str | None:
     """The table entry for a driver-reported GPU name, or ``None`` if it is not in the table."""
-    for pattern, entry in _DRIVER_PATTERNS:
+    for pattern, entry in DRIVER_PATTERNS:
         if re.search(pattern, driver_name, flags=re.IGNORECASE):
             return entry
     return None

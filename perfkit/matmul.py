@@ -17,7 +17,8 @@ from .device_runtime import gcn_arch, gpu_runtime
 from .dtypes import canonical_dtype, torch_dtype
 from .placement import runtime, tensor_device
 
-__all__ = ["kernel_accepts", "matmul_fn", "matmul_operands", "seeded_on", "supports_dtype", "tf32_mode"]
+__all__ = ["kernel_accepts", "matmul_fn", "matmul_operands", "rocm_refusal", "seeded_on", "supports_dtype",
+           "tf32_mode"]
 
 
 @contextlib.contextmanager
@@ -48,12 +49,23 @@ def supports_dtype(dtype: str, device: str) -> bool:
     if d == "tf32" or d == "bfloat16":
         return major >= 8
     if d == "float8":
-        if gpu_runtime() == "rocm":  # CDNA 3 (gfx94x) has the FNUZ fp8 only, not the OCP float8_e4m3fn perfkit times
-            return (gcn_arch() or "").startswith("gfx95") and hasattr(torch, "_scaled_mm")
-        return (major, minor) >= (8, 9) and hasattr(torch, "_scaled_mm")
+        if rocm_refusal(d, device):
+            return False
+        return (gpu_runtime() == "rocm" or (major, minor) >= (8, 9)) and hasattr(torch, "_scaled_mm")
     if d == "int8":
         return hasattr(torch, "_int_mm")
     return True
+
+
+def rocm_refusal(dtype: str, device: str) -> str | None:
+    """Why the ROCm GPU in use cannot time ``dtype`` as perfkit does, or None. perfkit times float8 as the OCP
+    ``torch.float8_e4m3fn`` through ``torch._scaled_mm``; CDNA 3 (gfx94x: MI300X, MI325X) runs only the FNUZ
+    variant, CDNA 4 (gfx950: MI350X, MI355X) the OCP one."""
+    arch = gcn_arch() if device == "cuda" and gpu_runtime() == "rocm" else None
+    if canonical_dtype(dtype) != "float8" or arch is None or not arch.startswith("gfx94"):
+        return None
+    return (f"{arch} runs FP8 only as float8_e4m3fnuz, and perfkit times float8 as the OCP float8_e4m3fn "
+            "that torch._scaled_mm refuses there")
 
 
 def kernel_accepts(M: Any, N: Any, K: Any, dtype: str) -> Any:

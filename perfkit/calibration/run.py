@@ -32,11 +32,11 @@ from typing import Any, Mapping
 import pandas as pd
 
 from .._validate import boolean, dtype_names
-from ..device_runtime import gcn_arch, gpu_runtime, graph_name
+from ..device_runtime import graph_name
 from ..devices import DeviceSpec
 from ..environment import cpu_model, environment
 from ..gemm_model import predict_gemm_time, prediction_error
-from ..matmul import supports_dtype
+from ..matmul import rocm_refusal, supports_dtype
 from ..memory_model import memory_time
 from ..placement import measured_on, resolve_device
 from ..roofline import gemm_bytes, gemm_flops
@@ -93,16 +93,9 @@ def _environment() -> dict[str, Any]:
 
 
 def rocm_exclusions(device: str) -> dict[str, str]:
-    """Dtypes perfkit cannot time on the ROCm GPU in use, and why (empty elsewhere).
-
-    perfkit times float8 as ``torch.float8_e4m3fn`` (OCP FP8) through ``torch._scaled_mm``. CDNA 3
-    (gfx94x: MI300X, MI325X) runs only the FNUZ variant (``float8_e4m3fnuz``), so its float8 is left
-    out; CDNA 4 (gfx950: MI350X, MI355X) runs OCP FP8 and is calibrated."""
-    arch = gcn_arch() if device == "cuda" and gpu_runtime() == "rocm" else None
-    if arch is None or not arch.startswith("gfx94"):
-        return {}
-    return {"float8": f"{arch} runs FP8 only as float8_e4m3fnuz, and perfkit times float8 as the OCP "
-                      "float8_e4m3fn that torch._scaled_mm refuses there"}
+    """Dtypes perfkit cannot time on the ROCm GPU in use, and why (:func:`perfkit.matmul.rocm_refusal`;
+    empty elsewhere)."""
+    return {d: why for d in GPU_DTYPES if (why := rocm_refusal(d, device))}
 
 
 def _dtypes(dtypes: Any, device: str, spec: DeviceSpec) -> list[str]:

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..devices import DeviceSpec, device_spec, known_by_vendor
+from ..devices import DeviceSpec, device_spec, known_devices_text
 from .events import collect
 from .join import Joined, join
 from .opmap import MAPPED
 
-__all__ = ["NoGpuKernels", "PROGRESS_BYTES", "UnknownTraceDevice", "known_devices_text", "load", "read_trace",
+__all__ = ["NoGpuKernels", "PROGRESS_BYTES", "UnknownTraceDevice", "load", "read_trace",
            "trace_spec"]
 
 #: Files whose text is larger than this get a progress bar while they stream.
@@ -83,12 +83,6 @@ def read_trace(path: str | os.PathLike, progress: bool = True) -> pd.DataFrame:
         raise NoGpuKernels(f"{Path(path)}: no GPU kernels in this trace (a CPU-only profile); "
                            "pk.diagnose_trace reports its CPU op times")
     return joined.kernels
-
-
-def known_devices_text() -> str:
-    """The device table's names grouped by vendor, as :func:`perfkit.device_spec`'s ``LookupError`` lists them
-    (``"NVIDIA: V100-SXM2, …; AMD: MI300X, …"``)."""
-    return "; ".join(f"{vendor}: {', '.join(names)}" for vendor, names in known_by_vendor().items())
 
 
 def trace_spec(joined: Joined, spec: str | DeviceSpec | None) -> DeviceSpec | None:

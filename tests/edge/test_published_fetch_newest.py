@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -22,7 +21,7 @@ import pytest
 
 from perfkit.published_data import extract_kernel_tables as K
 from perfkit.published_data import fetch as F
-from test_published_fetch import csv_of, entry, make_repo, run_fetch
+from test_published_fetch import _isolated, csv_of, entry, make_repo, run_fetch  # noqa: F401 (autouse fixture)
 
 pytestmark = [pytest.mark.skipif(shutil.which("git") is None, reason="perfkit published fetch runs plain git"),
               pytest.mark.slow]  # every test runs git in subprocesses
@@ -31,15 +30,6 @@ pytestmark = [pytest.mark.skipif(shutil.which("git") is None, reason="perfkit pu
 REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference" / "published" / "modern"
 SCRIPTS = {"mamf_newest": "extract_mamf_blackwell_amd.py", "aiter_gemm": "extract_aiter_gemm_mi300_mi355.py",
            "cudnn_sdpa_training": "extract_cudnn_sdpa_training.py", "hipkittens": "extract_hipkittens_mi350.py"}
-
-
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch, tmp_path):
-    """No user git config, no user home, no $PERFKIT_PUBLISHED."""
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("PERFKIT_PUBLISHED", raising=False)
 
 
 def port_bytes(tmp_path, name: str, repo: Path, commits: list[str]) -> bytes:

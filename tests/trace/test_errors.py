@@ -14,7 +14,7 @@ import perfkit as pk
 from perfkit.__main__ import main
 from perfkit.devices import KNOWN_DEVICES
 from perfkit.trace import OP_COLUMNS, NoGpuKernels, TraceFormatError, UnknownTraceDevice
-from perfkit.trace.read import known_devices_text
+from perfkit.devices import known_devices_text
 
 from synthetic import SyntheticTrace, kineto_trace, write_trace
 

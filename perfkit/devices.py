@@ -245,8 +245,6 @@ def _known_gpu(base: DeviceSpec, props: DriverProperties) -> DeviceSpec:
         sources["l2_bytes"] = f"{runtime}: one die's L2 × {base.dies} dies"
     elif l2:
         sources["l2_bytes"] = runtime
-    if base.llc_bytes:  # the Infinity Cache stays the datasheet's
-        sources["llc_bytes"] = base.sources.get("llc_bytes", base.sources.get("l2_bytes", ""))
     return replace(base, sms=props.sms, l2_bytes=l2 or base.l2_bytes, memory_bytes=props.memory_bytes,
                    driver_name=props.name, sources=sources)
 

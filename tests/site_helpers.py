@@ -1,8 +1,9 @@
 """Helpers for tests/book/test_book.py: the table of contents, building the book, serving the
 built site on loopback, and answering the widget CDN URLs from local npm tarballs.
 
-Nothing here fetches anything from the network except ``npm pack`` of two pinned widget
-packages (from the npm registry, only if they are not cached yet).
+Nothing here fetches anything from the network except ``npm pack`` of the pinned JS packages the
+site loads (widgets, Plotly, the slide decks' reveal.js; from the npm registry, only if they are not
+cached yet).
 """
 
 from __future__ import annotations
@@ -41,6 +42,17 @@ def _plotly_js_package() -> str:
 
 
 WIDGET_NPM_PACKAGES = ("@jupyter-widgets/html-manager@1.0.6", "requirejs@2.3.7", _plotly_js_package())
+
+
+def npm_packages() -> tuple[str, ...]:
+    """Every npm package (name@version) the built site loads from jsdelivr: the widget and Plotly JS
+    of the pages, and what the labs' reveal.js slide decks load (perfkit.book.slides.CDN_PACKAGES:
+    reveal.js, jQuery, require.js). Imported when asked for: perfkit.book.slides imports Sphinx."""
+    from perfkit.book.slides import CDN_PACKAGES
+
+    return tuple(dict.fromkeys((*WIDGET_NPM_PACKAGES, *CDN_PACKAGES)))
+
+
 JSDELIVR_NPM = "https://cdn.jsdelivr.net/npm/"
 
 
@@ -250,20 +262,21 @@ def _tarball_name(spec: str) -> str:
 def ensure_widget_vendor(timeout_s: float = 180) -> tuple[Path | None, str]:
     """Return (folder with the npm tarballs, "") or (None, why not)."""
     folder = widget_vendor_dir()
-    missing = [s for s in WIDGET_NPM_PACKAGES if not (folder / _tarball_name(s)).is_file()]
+    packages = npm_packages()
+    missing = [s for s in packages if not (folder / _tarball_name(s)).is_file()]
     if not missing:
         return folder, ""
     npm = shutil.which("npm")
     if npm is None:
         return None, ("npm is not installed, so the widget JS cannot be fetched with "
-                      f"`npm pack {' '.join(WIDGET_NPM_PACKAGES)}` into {folder}")
+                      f"`npm pack {' '.join(packages)}` into {folder}")
     folder.mkdir(parents=True, exist_ok=True)
     try:
         proc = subprocess.run([npm, "pack", *missing, "--pack-destination", str(folder)], cwd=folder,
                               capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         return None, f"`npm pack {' '.join(missing)}` timed out after {timeout_s:.0f} s"
-    still = [s for s in WIDGET_NPM_PACKAGES if not (folder / _tarball_name(s)).is_file()]
+    still = [s for s in packages if not (folder / _tarball_name(s)).is_file()]
     if proc.returncode != 0 or still:
         return None, (f"`npm pack {' '.join(missing)}` failed (exit {proc.returncode}): "
                       f"{(proc.stderr or proc.stdout).strip()[-500:]}")

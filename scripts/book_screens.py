@@ -6,7 +6,8 @@ Opens each page of a built site (``jupyter-book build .``, or a one-page build's
 chromium, 1280 px wide, and prints its height in screens of 900 px; for the landing page, also the
 screens above its chapter list (the heading ``Chapters``). Prints the targets of issue 41 (the
 landing page ≤ 3 screens to its chapter list, a chapter ≤ 20, the book ≤ 150) and exits 1 when one
-is missed. Nothing outside 127.0.0.1 is fetched (the CDN's scripts are refused: Plotly boxes keep
+is missed. The workshop kit (``teach`` and ``labs/*``, for teachers) is summed apart, with its own
+limits (the teaching page ≤ 12 screens, a lab ≤ 10). Nothing outside 127.0.0.1 is fetched (the CDN's scripts are refused: Plotly boxes keep
 the height they are given).
 """
 
@@ -25,6 +26,8 @@ CHROMIUM = "/usr/bin/chromium"
 WIDTH, HEIGHT = 1280, 900
 #: Issue 41's targets, in screens.
 LANDING_MAX, CHAPTER_MAX, BOOK_MAX = 3.0, 20.0, 150.0
+#: The workshop kit's limits (issue 44), in screens: the teaching page, and each lab.
+TEACH_MAX, LAB_MAX = 12.0, 10.0
 #: A chapter's page: ``chapters/NN_name`` in the book, ``NN_name`` in a one-page build.
 CHAPTER = re.compile(r"(^|/)\d\d_\w+$")
 
@@ -34,6 +37,11 @@ PAGE_JS = """() => {
         .find(e => /^\\s*(chapters|the chapters)\\b/i.test(e.textContent));
     return {height: h, list_top: list ? list.getBoundingClientRect().top + window.scrollY : null};
 }"""
+
+
+def is_workshop(page: str) -> bool:
+    """Whether ``page`` belongs to the workshop kit (the teaching page and its labs)."""
+    return page == "teach" or page.startswith("labs/")
 
 
 def pages(site: Path) -> list[str]:
@@ -97,9 +105,15 @@ def main(argv: list[str] | None = None) -> int:
             if r["page"] == "intro" and r["screens_to_chapter_list"] > LANDING_MAX:
                 missed.append(f"intro: {r['screens_to_chapter_list']:.1f} screens to the chapter list")
         print(f"{r['page']:<40} {r['screens']:6.1f} screens{extra}")
-        if CHAPTER.search(r["page"]) and r["screens"] > CHAPTER_MAX:
-            missed.append(f"{r['page']}: {r['screens']:.1f} screens")
-    total = sum(r["screens"] for r in rows)
+        limit = (TEACH_MAX if r["page"] == "teach" else LAB_MAX) if is_workshop(r["page"]) else \
+            CHAPTER_MAX if CHAPTER.search(r["page"]) else None
+        if limit is not None and r["screens"] > limit:
+            missed.append(f"{r['page']}: {r['screens']:.1f} screens (at most {limit:g})")
+    kit = [r for r in rows if is_workshop(r["page"])]
+    if kit:
+        print(f"{'workshop kit (teach, labs)':<40} {sum(r['screens'] for r in kit):6.1f} screens "
+              f"(targets: teach ≤ {TEACH_MAX:g}, a lab ≤ {LAB_MAX:g}; not in the book's total)")
+    total = sum(r["screens"] for r in rows if not is_workshop(r["page"]))
     print(f"{'book':<40} {total:6.1f} screens (targets: landing ≤ {LANDING_MAX:g} to the chapter list, "
           f"chapter ≤ {CHAPTER_MAX:g}, book ≤ {BOOK_MAX:g})")
     if not args.page and total > BOOK_MAX:

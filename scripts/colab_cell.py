@@ -44,11 +44,19 @@ def book_tables() -> list[str]:
     return [name for name, e in CATALOG.items() if set(e.chapters) & pages]
 
 
-def cell() -> str:
-    """The first code cell of every chapter, as MyST Markdown."""
-    return ("```{code-cell} ipython3\n:tags: [remove-cell]\n\n"
+def cell(fetch: bool = True) -> str:
+    """The first code cell of every chapter, as MyST Markdown; without ``fetch`` (the teaching page
+    and the labs, which read only perfkit's own recordings) it installs perfkit and fetches nothing."""
+    head = ("```{code-cell} ipython3\n:tags: [remove-cell]\n\n"
             "# Colab only: install perfkit (from _config.yml's repository; written by\n"
-            "# scripts/colab_cell.py). It leaves Colab's own torch alone: perfkit does not pin it.\n"
+            "# scripts/colab_cell.py). It leaves Colab's own torch alone: perfkit does not pin it.\n")
+    if not fetch:
+        return (head + "# This page reads only perfkit's own recordings: nothing else to fetch.\n"
+                "import sys\n"
+                'if "google.colab" in sys.modules:\n'
+                f'    %pip install -q "{install_spec()}"\n'
+                "```\n")
+    return (head +
             "# The published measurements the book reads are not in perfkit: fetch them once from\n"
             "# their sources (pinned commits, checksummed); without them pages draw the model.\n"
             "import sys\n"
@@ -67,19 +75,27 @@ def _wrapped(names: list[str]) -> str:
 
 
 def chapters() -> list[Path]:
-    """Every notebook page Colab can open: the landing page, the chapters and the rules page."""
-    return [REPO / "intro.md", *sorted((REPO / "chapters").glob("*.md")), REPO / "rules.md"]
+    """Every notebook page Colab can open: the landing page, the chapters, the rules page, the
+    teaching page and the labs."""
+    return [REPO / "intro.md", *sorted((REPO / "chapters").glob("*.md")), REPO / "rules.md",
+            REPO / "teach.md", *sorted((REPO / "labs").glob("*.md"))]
 
 
-def updated(text: str) -> str:
+def fetches(path: Path) -> bool:
+    """Whether the page at ``path`` reads published tables (all but the teaching page and the labs)."""
+    rel = path.resolve().relative_to(REPO).as_posix()
+    return not (rel == "teach.md" or rel.startswith("labs/"))
+
+
+def updated(text: str, fetch: bool = True) -> str:
     """``text`` (a chapter) with its Colab cell replaced by :func:`cell` (added if it has none)."""
     m = FIRST_CELL.search(text)
     if m is not None:
-        return text[:m.start()] + cell() + text[m.end():]
+        return text[:m.start()] + cell(fetch) + text[m.end():]
     first = text.find("```{code-cell}")  # a new chapter: the cell goes before its first code cell
     if first < 0:
         raise ValueError("the chapter has no code cell, so it is not a notebook chapter")
-    return text[:first] + cell() + "\n" + text[first:]
+    return text[:first] + cell(fetch) + "\n" + text[first:]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     stale = []
     for md in chapters():
         text = md.read_text(encoding="utf-8")
-        new = updated(text)
+        new = updated(text, fetches(md))
         if new == text:
             continue
         stale.append(md.relative_to(REPO).as_posix())

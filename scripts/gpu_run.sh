@@ -2,7 +2,7 @@
 # The one script a GPU machine runs: record the book's measurements, run the GPU tests, run every
 # chapter, and pack the results into a few files.
 #
-#   OUT=/path/to/out bash scripts/gpu_run.sh [--quick] [--only calibrate|kernels|record|tests|bench|chapters]
+#   OUT=/path/to/out bash scripts/gpu_run.sh [--quick] [--only calibrate|kernels|record|tests|bench|chapters|labs]
 #                                            [--budget SECONDS] [--experiments "NAME NAME ..."] [--keep]
 #
 #   OUT           output folder (default ./gpu_out)
@@ -16,7 +16,8 @@
 #                 (e.g. PERFKIT_COMMIT=$(git rev-parse HEAD) from the machine that sent the tree);
 #                 without either, the commit is unknown and a rerun measures every experiment again
 #   --quick       pass --quick to `perfkit record` (small sweeps)
-#   --only STEP   run just one step: calibrate | kernels | record | tests | bench | chapters
+#   --only STEP   run just one step: calibrate | kernels | record | tests | bench | chapters | labs
+#                 (labs: scripts/time_labs.py, each workshop lab's live runs predicted, then timed)
 #                 (calibrate: first, `perfkit calibrate --thorough`: the GPU's measured ceilings, which
 #                 the book's predictions for this GPU use once device_profile.json is committed)
 #                 (kernels: the GPU tests of perfkit's own kernels, first, since the recordings
@@ -42,7 +43,8 @@
 #   gpu_tests.log        `pytest -m gpu`
 #   bench.log            scripts/bench_kernels.py: ratios against references measured in the same run
 #   chapters.log         scripts/run_chapters.py
-#   results.tar.gz       the logs, summary.txt and figures/*.png
+#   labs.log, labs.csv   scripts/time_labs.py: each lab's live runs, predicted and measured
+#   results.tar.gz       the logs, labs.csv, summary.txt and figures/*.png
 #   summary.txt          pass/fail and time per step
 #
 # Every step runs even if an earlier one failed; the exit status is non-zero if any failed.
@@ -66,7 +68,7 @@ usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' 
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) QUICK="--quick"; shift ;;
-        --only) ONLY="${2:-}"; shift 2 || { echo "--only needs a step: calibrate|kernels|record|tests|bench|chapters" >&2; exit 2; } ;;
+        --only) ONLY="${2:-}"; shift 2 || { echo "--only needs a step: calibrate|kernels|record|tests|bench|chapters|labs" >&2; exit 2; } ;;
         --budget) BUDGET="${2:-}"; shift 2 || { echo "--budget needs seconds" >&2; exit 2; } ;;
         --experiments)
             [ $# -ge 2 ] || { echo "gpu_run.sh: --experiments needs names, e.g. \"gemm_sizes waves\"" >&2; exit 2; }
@@ -85,8 +87,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 case "$ONLY" in
-    ""|calibrate|kernels|record|tests|bench|chapters) ;;
-    *) echo "gpu_run.sh: --only must be calibrate, kernels, record, tests, bench or chapters, got '$ONLY'" >&2; exit 2 ;;
+    ""|calibrate|kernels|record|tests|bench|chapters|labs) ;;
+    *) echo "gpu_run.sh: --only must be calibrate, kernels, record, tests, bench, chapters or labs, got '$ONLY'" >&2; exit 2 ;;
 esac
 case "$BUDGET" in
     ''|*[!0-9]*) echo "gpu_run.sh: --budget must be a whole number of seconds, got '$BUDGET'" >&2; exit 2 ;;
@@ -199,11 +201,15 @@ if wants chapters; then
     step chapters "$OUT/chapters.log" "$PY" scripts/run_chapters.py --out "$OUT/figures"
 fi
 
+if wants labs; then
+    step labs "$OUT/labs.log" "$PY" scripts/time_labs.py --out "$OUT/labs.csv"
+fi
+
 note "$(printf '%-9s %-34s %5d s' total "$([ "$FAILED" -eq 0 ] && echo ok || echo FAILED)" $((SECONDS - T_START)))"
 
 # Pack logs, summary and figures into one file; drop the loose folders (the tars hold them).
 PACK=()
-for f in info.log calibrate.log kernels.log record.log gpu_tests.log bench.log chapters.log summary.txt figures; do
+for f in info.log calibrate.log kernels.log record.log gpu_tests.log bench.log chapters.log labs.log labs.csv summary.txt figures; do
     [ -e "$OUT/$f" ] && PACK+=("$f")
 done
 tar -czf "$OUT/results.tar.gz" -C "$OUT" "${PACK[@]}" || FAILED=1
@@ -213,7 +219,7 @@ if [ "$KEEP" -eq 0 ]; then
     # inside results.tar.gz.
     if [ "$(find "$OUT" -maxdepth 1 -type f | wc -l)" -gt 8 ]; then
         rm -f "$OUT"/calibrate.log "$OUT"/kernels.log "$OUT"/record.log "$OUT"/gpu_tests.log "$OUT"/bench.log \
-            "$OUT"/chapters.log
+            "$OUT"/chapters.log "$OUT"/labs.log "$OUT"/labs.csv
     fi
 fi
 

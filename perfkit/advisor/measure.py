@@ -16,7 +16,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from ..dtypes import itemsize, torch_dtype
-from ..placement import ensure_fits, lean_bench, measured_on, resolve_device
+from ..placement import ensure_fits, lean_bench, measured_on, resolve_device, tensor_device
 from ..timing import NoiseWarning
 from .ops import Op
 
@@ -84,10 +84,12 @@ def _memory_fn(op: Op, dtype: Any, device: str, training: bool) -> tuple[Callabl
 
 def op_functions(op: Op, dtype: Any, device: str, training: bool) -> tuple[Callable[[], Any], list]:
     """``(forward, tensors)``: a function running ``op`` on random tensors on ``device`` in ``dtype``,
-    and the tensors whose gradients its backward pass computes."""
+    and the tensors whose gradients its backward pass computes. The tensors live where the placement
+    seam says (:func:`perfkit.placement.tensor_device`: a pretend GPU's on torch's meta device)."""
     import torch
     import torch.nn.functional as F
 
+    device = tensor_device(device)
     dt = torch_dtype(dtype)
     p = op.params
     if op.op == "linear":

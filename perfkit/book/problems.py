@@ -31,7 +31,7 @@ def _registry() -> dict[str, Exercise]:
     global _REGISTRY
     if _REGISTRY is None:
         found: dict[str, Exercise] = {}
-        for name in CHAPTERS:  # each chapter folder's problems module, in reading order
+        for name in (*CHAPTERS, "workshop"):  # each chapter folder's problems module, then the labs'
             module = importlib.import_module(f"perfkit.book.{name}.problems")
             for ex in module.EXERCISES:
                 if ex.id in found:

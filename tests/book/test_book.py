@@ -45,8 +45,12 @@ IGNORED_PAGE_ERRORS = (re.compile(r"THEBE_JS_URL"),)
 TOC_FILES = toc_files()
 TOC_CHAPTERS = toc_chapters()
 CHAPTER_MDS = [p.relative_to(REPO).as_posix() for p in chapter_sources()]
-# Every MyST notebook: the chapters and the landing page (paired with an .ipynb for Colab too).
-NOTEBOOK_MDS = ["intro.md", "rules.md", *CHAPTER_MDS]
+LAB_MDS = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "labs").glob("*.md"))
+# Every MyST notebook: the chapters, the landing page, the rules page, the teaching page and the labs
+# (paired with an .ipynb for Colab too).
+NOTEBOOK_MDS = ["intro.md", "rules.md", *CHAPTER_MDS, "teach.md", *LAB_MDS]
+#: The workshop kit's pages: the teaching page and its labs (a part of their own, for teachers).
+WORKSHOP_FILES = [e for e in TOC_FILES if e == "teach" or e.startswith("labs/")]
 
 
 def _skip_or_fail(reason: str):
@@ -63,7 +67,7 @@ def _skip_or_fail(reason: str):
 def test_toc_files_exist():
     for entry in TOC_FILES:
         md, ipynb = REPO / f"{entry}.md", REPO / f"{entry}.ipynb"
-        if entry.startswith("chapters/"):
+        if entry.startswith(("chapters/", "labs/")):
             assert md.is_file(), f"_toc.yml lists {entry} but {md.relative_to(REPO)} is missing"
             assert ipynb.is_file(), (f"_toc.yml lists {entry} but its paired {ipynb.relative_to(REPO)} is "
                                      f"missing: run `jupytext --to ipynb {entry}.md` once and commit it")
@@ -72,10 +76,10 @@ def test_toc_files_exist():
 
 
 def test_every_chapter_is_in_the_toc():
-    unlisted = [md for md in CHAPTER_MDS if md[:-3] not in TOC_CHAPTERS]
-    assert not unlisted, f"chapters not in _toc.yml (they would not be built): {unlisted}"
-    orphans = [p.relative_to(REPO).as_posix() for p in (REPO / "chapters").glob("*.ipynb")
-               if not p.with_suffix(".md").is_file()]
+    unlisted = [md for md in CHAPTER_MDS + LAB_MDS if md[:-3] not in TOC_FILES]
+    assert not unlisted, f"chapters or labs not in _toc.yml (they would not be built): {unlisted}"
+    orphans = [p.relative_to(REPO).as_posix() for folder in ("chapters", "labs")
+               for p in (REPO / folder).glob("*.ipynb") if not p.with_suffix(".md").is_file()]
     assert not orphans, f"notebooks without a paired .md (nbval would still run them): {orphans}"
 
 
@@ -108,7 +112,7 @@ def test_first_cell_installs_perfkit_on_colab_only(md):
 
     script = _colab_cell_script()
     text = (REPO / md).read_text(encoding="utf-8")
-    assert script.updated(text) == text, (f"{md}: the Colab install cell is not the one _config.yml gives: "
+    assert script.updated(text, script.fetches(REPO / md)) == text, (f"{md}: the Colab install cell is not the one _config.yml gives: "
                                          "run `python scripts/colab_cell.py`")
     nb = jupytext.read(REPO / md)
     code = [c for c in nb.cells if c.cell_type == "code"]
@@ -118,8 +122,11 @@ def test_first_cell_installs_perfkit_on_colab_only(md):
     assert "remove-cell" in first.metadata.get("tags", []), f"{md}: first code cell is not tagged remove-cell"
     assert 'if "google.colab" in sys.modules:' in first.source, f"{md}: first code cell is not guarded for Colab"
     assert f"%pip install -q {want}" in first.source, f"{md}: first code cell does not `%pip install -q {want}`"
-    assert "    !python -m perfkit published fetch {tables}" in first.source and "deepbench_gemm" in first.source, (
-        f"{md}: the Colab cell does not fetch the published tables the book reads")
+    if script.fetches(REPO / md):
+        assert "    !python -m perfkit published fetch {tables}" in first.source and "deepbench_gemm" in first.source, (
+            f"{md}: the Colab cell does not fetch the published tables the book reads")
+    else:  # the teaching page and the labs read only perfkit's own recordings: a room waits for nothing
+        assert "published fetch" not in first.source, f"{md}: the Colab cell fetches tables the page never reads"
     code_lines = [line for line in first.source.splitlines() if not line.lstrip().startswith("#")]
     assert not any("torch" in line for line in code_lines), (
         f"{md}: the Colab install cell must not touch torch (Colab's own CUDA torch must stay)")
@@ -705,7 +712,7 @@ def test_interactive_figures_move_without_a_kernel(page_facts, entry):
             assert changed is True, f"{entry}: moving the {control} of {fig['name']} did not change the figure ({changed})"
 
 
-@pytest.mark.parametrize("entry", TOC_CHAPTERS)
+@pytest.mark.parametrize("entry", [*TOC_CHAPTERS, *(e for e in WORKSHOP_FILES if e.startswith("labs/"))])
 def test_solutions_are_folded(page_facts, entry):
     f = page_facts(entry)
     solutions = [d for d in f["dropdowns"] if d[1].startswith("Solution")]
@@ -714,7 +721,7 @@ def test_solutions_are_folded(page_facts, entry):
     assert f.get("dropdown_opens") is True, f"{entry}: clicking a solution did not unfold it"
 
 
-@pytest.mark.parametrize("entry", [TOC_FILES[0], *TOC_CHAPTERS])
+@pytest.mark.parametrize("entry", [TOC_FILES[0], *TOC_CHAPTERS, *WORKSHOP_FILES])
 def test_colab_link(page_facts, entry):
     hrefs = page_facts(entry)["colab"]
     assert hrefs, f"{entry}: no Colab launch link"
@@ -772,9 +779,11 @@ def test_rules_page_links_every_rule(site):
     assert not unlinked, f"rules without a link to their section: {unlinked[:3]}"
 
 
-#: A screen of the reader's window (1280 × 900), and issue 41's limits in screens.
+#: A screen of the reader's window (1280 × 900), and issue 41's limits in screens: the reader's
+#: book (every page but the workshop kit's) and, for teachers, the teaching page and each lab.
 SCREEN_PX = 900
 LANDING_MAX_SCREENS, CHAPTER_MAX_SCREENS, BOOK_MAX_SCREENS = 3.0, 20.0, 150.0
+TEACH_MAX_SCREENS, LAB_MAX_SCREENS = 12.0, 10.0
 
 
 @pytest.mark.parametrize("entry", TOC_CHAPTERS)
@@ -784,10 +793,19 @@ def test_chapter_fits_twenty_screens(page_facts, entry):
 
 
 def test_book_fits_its_screens(page_facts):
-    screens = {e: page_facts(e)["height_px"] / SCREEN_PX for e in TOC_FILES}
+    """The reader's book: the workshop kit is a part for teachers, with limits of its own (below)."""
+    screens = {e: page_facts(e)["height_px"] / SCREEN_PX for e in TOC_FILES if e not in WORKSHOP_FILES}
     total = sum(screens.values())
     longest = sorted(screens.items(), key=lambda kv: -kv[1])[:3]
     assert total <= BOOK_MAX_SCREENS, f"the book is {total:.0f} screens (at most {BOOK_MAX_SCREENS:g}); longest: {longest}"
+
+
+@pytest.mark.parametrize("entry", WORKSHOP_FILES)
+def test_workshop_page_fits_its_screens(page_facts, entry):
+    """A teacher reads the plan in a few minutes; a lab fits a block (and its slides a projector)."""
+    limit = TEACH_MAX_SCREENS if entry == "teach" else LAB_MAX_SCREENS
+    screens = page_facts(entry)["height_px"] / SCREEN_PX
+    assert screens <= limit, f"{entry} is {screens:.1f} screens at 1280 × 900 (at most {limit:g})"
 
 
 @pytest.mark.parametrize("entry", TOC_FILES)
@@ -828,3 +846,79 @@ def test_page_weight(site, entry):
     size = (site / f"{entry}.html").stat().st_size
     assert size < MAX_PAGE_HTML_BYTES, (f"{entry}.html is {size / 1e6:.2f} MB (limit "
                                         f"{MAX_PAGE_HTML_BYTES / 1e6:.1f} MB): fewer or smaller figure states")
+
+
+# --------------------------------------------------------------------------------------------
+# The labs' slide decks: perfkit/book/slides.py (a Sphinx extension of the build) writes
+# _build/html/slides/<name>.slides.html for every labs/ page of the table of contents.
+
+TOC_LABS = [entry for entry in TOC_FILES if entry.startswith("labs/")]
+NO_LABS = ("_toc.yml lists no labs/ page yet (the workshop labs have not landed), so the build writes no "
+           "slide deck to check")
+
+
+def _labs_page() -> str:
+    """The toc entry the labs are sections of (the page that links their decks); "teach" if none is."""
+    def walk(node):
+        if isinstance(node, list):
+            return next((found for child in node if (found := walk(child))), None)
+        if not isinstance(node, dict):
+            return None
+        children = [c for key in ("chapters", "sections", "parts") for c in node.get(key) or []]
+        if "file" in node and any(isinstance(c, dict) and str(c.get("file", "")).startswith("labs/")
+                                  for c in children):
+            return re.sub(r"\.(md|ipynb)$", "", node["file"])
+        return walk(children)
+
+    return walk(load_yaml("_toc.yml")) or "teach"
+
+
+def _deck_entry(entry: str) -> str:
+    """The site path of lab ``entry``'s deck without ``.html`` (``slides/01_name.slides``)."""
+    from perfkit.book.slides import deck_path
+
+    return deck_path("", entry).as_posix().removesuffix(".html")
+
+
+@pytest.mark.skipif(not TOC_LABS, reason=NO_LABS)
+def test_every_lab_has_a_slide_deck_linked_from_its_page(site):
+    import posixpath
+
+    page = _labs_page()
+    html = (site / f"{page}.html").read_text(encoding="utf-8")
+    hrefs = {h.removeprefix("./") for h in re.findall(r'href="([^"#]*)', html)}
+    for entry in TOC_LABS:
+        deck = f"{_deck_entry(entry)}.html"
+        assert (site / deck).is_file(), f"{entry}: no slide deck {deck} in the built site (perfkit.book.slides)"
+        rel = posixpath.relpath(deck, posixpath.dirname(page) or ".")
+        assert rel in hrefs, (f"{page}.html does not link {rel}, the slides of {entry} (link it with "
+                              f'<a href="{rel}">: a Markdown link to a file that is no page fails the build, -W)')
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not TOC_LABS, reason=NO_LABS)
+@pytest.mark.parametrize("entry", TOC_LABS or ["labs/"])
+def test_slide_deck_runs_in_the_browser(open_page, npm_cdn, entry):
+    """reveal.js starts in the deck (answered from its npm tarball), shows ≥ 2 slides and moves on a key."""
+    cdn, why = npm_cdn
+    if cdn is None:
+        _skip_or_fail(f"the decks' reveal.js is not available offline: {why}")
+    lp = open_page(_deck_entry(entry))
+    page = lp.page
+    try:
+        try:
+            page.wait_for_selector(".reveal.ready", state="attached", timeout=PAGE_TIMEOUT_MS)
+        except Exception as e:  # playwright TimeoutError
+            pytest.fail(f"{entry}: reveal.js did not start in its deck ({e}); requests aborted: {lp.blocked}")
+        n = page.evaluate("() => document.querySelectorAll('.reveal .slides section:not(:has(section))').length")
+        assert n >= 2, f"{entry}: its deck has {n} slide(s)"
+        before = page.evaluate("() => location.hash")
+        page.keyboard.press("n")  # reveal.js: next slide
+        page.wait_for_function("h => location.hash !== h", arg=before, timeout=PAGE_TIMEOUT_MS)
+        # This test aborts MathJax (not among the npm tarballs); nbconvert's slide-change hook then
+        # finds no MathJax. Any other script error counts.
+        mathjax_blocked = any("mathjax" in url.lower() for url in lp.blocked)
+        errors = [e for e in lp.page_errors if not (mathjax_blocked and "MathJax is not defined" in e)]
+        assert not errors, f"{entry}: JavaScript errors in its deck: {errors}"
+    finally:
+        page.context.close()

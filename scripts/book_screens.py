@@ -45,9 +45,10 @@ def is_workshop(page: str) -> bool:
 
 
 def pages(site: Path) -> list[str]:
-    """The site's pages, landing page first: ``intro`` then every ``chapters/*.html`` and the rest."""
+    """The site's pages, landing page first: ``intro`` then every ``chapters/*.html`` and the rest (not
+    the labs' slide decks, ``slides/``: they are shown one slide at a time, not scrolled)."""
     found = sorted(p.relative_to(site).with_suffix("").as_posix() for p in site.rglob("*.html")
-                   if not p.relative_to(site).parts[0].startswith(("_", "genindex", "search", "index")))
+                   if not p.relative_to(site).parts[0].startswith(("_", "genindex", "search", "index", "slides")))
     return sorted(found, key=lambda p: (p != "intro", not p.startswith("chapters/"), p))
 
 

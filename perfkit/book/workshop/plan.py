@@ -58,7 +58,8 @@ FIRST_RUN = "The first run of each kernel includes CUDA's start-up and cuBLAS's 
 ROOFLINE = Block(
     "Your GPU and its roofline", 35, "Chapter 1 (background): the roofline, ops per byte, math- or memory-bound",
     "labs/01_roofline", "fc_batch: a 4096→4096 layer's forward GEMM as the batch grows past the ridge",
-    "Your GPU's ridge is some hundreds of FLOP per byte. From which batch is a 4096→4096 layer math-bound on it?",
+    "The calibration gives your GPU's ridge in FLOP per byte. From which batch is a 4096 → 4096 layer "
+    "math-bound on it?",
     ("lab-1", "background-2", "background-3"), (*CALIBRATE_FIRST,))
 GEMM = Block(
     "GEMM shapes: alignment, tiles and waves", 50,
@@ -128,14 +129,15 @@ def check_plan(plan: tuple[Block, ...], minutes: int) -> None:
 
 
 def timetable(plan: str = "3-hour", *, start: str = "09:00") -> pd.DataFrame:
-    """The plan as a table: start time, minutes, block, lab. ``plan`` is ``"3-hour"`` or ``"one-day"``."""
+    """The plan as a table: start time, minutes, block, lab (``Lab 1`` … in the order of :data:`LABS`).
+    ``plan`` is ``"3-hour"`` or ``"one-day"``."""
     if plan not in PLANS:
         raise ValueError(f"plan must be one of {list(PLANS)}, got {plan!r}")
     clock = pd.Timestamp(f"2000-01-01 {start}")
     rows = []
     for b in PLANS[plan]:
         rows.append({"start": clock.strftime("%H:%M"), "minutes": b.minutes, "block": b.title,
-                     "lab": LABS.get(b.lab, "") if b.lab else ""})
+                     "lab": f"Lab {list(LABS).index(b.lab) + 1}" if b.lab else ""})
         clock += pd.Timedelta(minutes=b.minutes)
     return pd.DataFrame(rows)
 

@@ -102,3 +102,17 @@ def test_teaching_page_links_each_lab_in_colab_and_its_slides():
     for lab in workshop.LABS:
         name = lab.split("/")[1]
         assert f'href="slides/{name}.slides.html"' in TEACH
+
+
+#: Characters of a code line that fit a slide of the labs' decks (reveal.js at 960 px, code at 20 px).
+SLIDE_CODE_CHARS = 72
+
+
+@pytest.mark.parametrize("lab", list(workshop.LABS))
+def test_lab_code_fits_a_slide(lab):
+    import jupytext
+
+    nb = jupytext.read(REPO / f"{lab}.md")
+    shown = [c for c in nb.cells if c.cell_type == "code" and "remove-cell" not in c.metadata.get("tags", [])]
+    wide = [line for c in shown for line in c.source.splitlines() if len(line) > SLIDE_CODE_CHARS]
+    assert not wide, f"{lab}: code lines wider than a slide ({SLIDE_CODE_CHARS} characters): {wide}"

@@ -114,8 +114,9 @@ def run_times(lab: str, here: DeviceSpec | None = None) -> pd.DataFrame:
 def live(name: str, spec: DeviceSpec) -> pd.DataFrame | None:
     """Run experiment ``name`` with the lab's quick settings on this machine (its predictions for
     ``spec``, the calibrated device), saying first how long it should take here and on a T4, and after
-    how long it took. An experiment that needs a package this machine lacks (Triton, CuPy) is not run:
-    a note says so and None is returned."""
+    how long it took. An experiment that needs a package this machine lacks (Triton, CuPy), or more
+    memory than the device has free, is not run: a note says so and None is returned (a lab's figure
+    functions show a note for None)."""
     if name not in LIVE_EXPERIMENTS:
         raise LookupError(f"no lab runs experiment {name!r}; the labs run {', '.join(LIVE_EXPERIMENTS)}")
     if not isinstance(spec, DeviceSpec):
@@ -126,13 +127,17 @@ def live(name: str, spec: DeviceSpec) -> pd.DataFrame | None:
         show(note(f"{name} needs {', '.join(lacking)}, which this machine lacks: skipped "
                   f"(`pip install {' '.join(lacking)}` to run it).", title="Skipped"))
         return None
-    here, t4 = estimates(name, spec)
-    where = "this GPU" if spec.kind == "gpu" else "this CPU"
-    print(f"{name}: {here.points} points; expected about {_secs(here.run_s)} on {where}, "
-          f"about {_secs(t4.run_s)} on a T4 (perfkit's models, before running)")
-    t0 = time.perf_counter()
-    with placement.use(spec=spec):
-        frame = experiment(**quick_settings(name, spec))
+    try:  # a sweep that does not fit the free memory (a shared GPU) is refused before anything is allocated
+        here, t4 = estimates(name, spec)
+        where = "this GPU" if spec.kind == "gpu" else "this CPU"
+        print(f"{name}: {here.points} points; expected about {_secs(here.run_s)} on {where}, "
+              f"about {_secs(t4.run_s)} on a T4 (perfkit's models, before running)")
+        t0 = time.perf_counter()
+        with placement.use(spec=spec):
+            frame = experiment(**quick_settings(name, spec))
+    except ValueError as e:
+        show(note(f"{name} was not run: {e}. The rest of the lab runs.", title="Skipped"))
+        return None
     print(f"{name}: took {_secs(time.perf_counter() - t0)}")
     return frame
 

@@ -49,6 +49,15 @@ def test_live_skips_an_experiment_whose_package_is_missing(monkeypatch, capsys):
     assert "needs triton" in capsys.readouterr().out
 
 
+def test_live_skips_a_run_that_does_not_fit_in_free_memory(monkeypatch, capsys):
+    from perfkit import placement
+
+    monkeypatch.setattr(placement, "free_memory", lambda device: 1024)  # a GPU someone else has filled
+    assert workshop.live("decode_steps", pk.current_device()) is None
+    out = capsys.readouterr().out
+    assert "decode_steps was not run" in out and "is free on" in " ".join(out.split())
+
+
 def test_live_says_its_time_then_runs(short_bench, capsys):
     frame = workshop.live("gemm_alignment", pk.current_device())
     out = capsys.readouterr().out

@@ -28,6 +28,7 @@ from perfkit.book import workshop  # noqa: E402
 from perfkit.experiments import registry  # noqa: E402
 
 TARGET = 3.0  # the prediction within 3× of the measured run
+CPU_LAB_S, T4_LAB_S = 180, 600  # a lab's whole run: 3 minutes on a laptop CPU, 10 on a T4
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     frame = pd.DataFrame(rows)
     if args.out is not None:
         frame.to_csv(args.out, index=False)
+    for lab, runs in frame.groupby("lab", sort=False):
+        print(f"{lab:22} live runs: {runs['measured_s'].sum():5.1f} s measured here, "
+              f"{runs['t4_predicted_s'].sum():5.1f} s predicted on a T4 (a lab: ≤ {CPU_LAB_S / 60:g} min on a CPU, "
+              f"≤ {T4_LAB_S / 60:g} min on a T4, with its calibration)")
     total = frame["measured_s"].sum()
     print(f"all live runs: {total:.1f} s measured, {frame['predicted_s'].sum():.1f} s predicted; "
           f"ratio median {frame['ratio'].median():.2f}, range {frame['ratio'].min():.2f}–{frame['ratio'].max():.2f} "

@@ -47,11 +47,18 @@ def framed(data: Any, meta: Mapping[str, Any] | None = None, **fields: Any) -> p
 
 def heading_text(target: Any) -> str:
     """Everything a figure (or one Axes) says of itself: its suptitle, its Axes' titles, and the
-    caption under it (what it rests on), one per line."""
+    caption under it (what it rests on, its wrapped lines joined), one per line. For an interactive
+    figure (or its Plotly figure): its title and the source footnote under it (HTML-escaped, as the
+    page has them; the footnote's lines joined)."""
     from matplotlib.axes import Axes
 
     from perfkit.book.figures import caption_text
+    from perfkit.book.interactive import InteractiveFigure, footnote_of
 
+    if isinstance(target, InteractiveFigure) or hasattr(target, "to_plotly_json"):
+        figure = target.figure if isinstance(target, InteractiveFigure) else target
+        note = footnote_of(figure).replace("<br>", " ")  # its lines joined: a source split over two is whole
+        return "\n".join(p for p in (figure.layout.title.text or "", note) if p)
     fig = target.figure if isinstance(target, Axes) else target
     axes = [target] if isinstance(target, Axes) else fig.axes
     parts = [fig._suptitle.get_text()] if fig._suptitle is not None and not isinstance(target, Axes) else []
@@ -60,5 +67,5 @@ def heading_text(target: Any) -> str:
     if isinstance(target, Axes):
         title = target.get_title()
         captions = [c for c in captions if c[0] == title] or captions
-    parts.append(caption_text(captions))
+    parts.append(" ".join(caption_text(captions).split("\n")))  # its lines joined, as the text it wraps
     return "\n".join(p for p in parts if p)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import io
+import math
 import textwrap
 from typing import Callable, Iterable, Mapping
 
@@ -31,8 +32,25 @@ from ..provenance import Source, modelled, source_of
 
 #: Width of the book's text column, inches: every figure is legible at this width.
 WIDTH = 7.5
-#: Pixels per inch of a figure's PNG: 7.5 inches make 750 pixels, scaled down to the column.
+#: Pixels per inch of a figure's PNG: 7.5 inches make 750 pixels (a tight box adds or trims a few).
 DPI = 100
+#: Width of the text column in a 1280 px wide window, CSS px (measured in the built book): a PNG up
+#: to that wide is shown at its own size, a wider one scaled down to it.
+COLUMN_PX = 760
+#: The least type a room reads from a projector: CSS px as shown in a 1280 px wide window.
+MIN_FONT_PX = 12
+#: The least type of a figure, points. A PNG shows ``pt × DPI/72`` px, times ``COLUMN_PX / width``
+#: when it is wider than the column: 9 pt is 12.5 px, at least :data:`MIN_FONT_PX` in any PNG up to
+#: :data:`MAX_PNG_PX` wide. Every text a figure draws (titles, labels, ticks, legends, annotations,
+#: the caption) is at least this.
+MIN_FONT_PT = 9.0
+#: The widest PNG whose :data:`MIN_FONT_PT` type still shows at :data:`MIN_FONT_PX` in the column.
+MAX_PNG_PX = int(MIN_FONT_PT * DPI / 72 * COLUMN_PX / MIN_FONT_PX)
+
+
+def shown_px(points: float, png_width: int, dpi: float = DPI) -> float:
+    """The size, in CSS px of a 1280 px window, of ``points`` type in a PNG ``png_width`` px wide."""
+    return points * dpi / 72 * min(1.0, COLUMN_PX / png_width)
 
 
 class BookFigure(Figure):
@@ -50,7 +68,7 @@ class BookFigure(Figure):
         """The figure as PNG bytes (``dpi`` pixels per inch, trimmed to what is drawn), and under it,
         as a strip of its own (so no legend or label of the figure can land on it), its caption."""
         buf = io.BytesIO()
-        self.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", facecolor="white")
+        self.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", pad_inches=_PAD_IN, facecolor="white")
         text = caption_text(getattr(self, "captions", []))
         if not text:
             return buf.getvalue()
@@ -64,13 +82,37 @@ class BookFigure(Figure):
     def _repr_png_(self) -> bytes:
         return self.to_png()
 
+    def draw(self, renderer) -> None:
+        """Draw, a log axis's default labels written as plain numbers where they are short."""
+        for ax in self.axes:
+            for axis in (ax.xaxis, ax.yaxis):
+                if axis.get_scale() != "log":
+                    continue
+                for get, put in ((axis.get_major_formatter, axis.set_major_formatter),
+                                 (axis.get_minor_formatter, axis.set_minor_formatter)):
+                    if type(get()) is LogFormatterSciNotation:
+                        put(_PlainLog.like(get()))
+        super().draw(renderer)
+
+
+class _PlainLog(LogFormatterSciNotation):
+    """A log axis's labels as plain numbers (0.001 … 99,999), where matplotlib writes powers of ten:
+    an exponent is a superscript, 0.7 of the label's type, under :data:`MIN_FONT_PT`."""
+
+    @classmethod
+    def like(cls, other: LogFormatterSciNotation) -> "_PlainLog":
+        return cls(base=other._base, labelOnlyBase=other.labelOnlyBase, minor_thresholds=other.minor_thresholds,
+                   linthresh=other._linthresh)
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        label = super().__call__(x, pos)
+        return f"{x:g}" if label and 1e-3 <= abs(x) < 1e5 else label
+
 
 def _caption_strip(text: str, *, width_px: int, dpi: float) -> np.ndarray:
-    """``text`` in small grey type, left-aligned on a white strip ``width_px`` wide: RGB(A) floats."""
-    lines = text.count("\n") + 1
-    strip = Figure(figsize=(width_px / dpi, (0.06 + 0.13 * lines)), dpi=dpi)
-    FigureCanvasAgg(strip)
-    strip.text(4 / width_px, 0.5, text, ha="left", va="center", fontsize=7, color="0.35")
+    """``text`` in :data:`MIN_FONT_PT` grey type, left-aligned on a white strip ``width_px`` wide:
+    RGB(A) floats."""
+    strip = caption_figure(text, width_px=width_px, dpi=dpi)
     buf = io.BytesIO()
     strip.savefig(buf, format="png", dpi=dpi, facecolor="white")
     buf.seek(0)
@@ -79,6 +121,24 @@ def _caption_strip(text: str, *, width_px: int, dpi: float) -> np.ndarray:
         pad = np.ones((image.shape[0], max(0, width_px - image.shape[1]), image.shape[2]), image.dtype)
         image = np.hstack([image, pad])[:, :width_px]
     return image
+
+
+def caption_figure(text: str, *, width_px: int, dpi: float = DPI) -> Figure:
+    """The strip under a figure that holds its caption ``text`` (lines of :data:`CAPTION_CHARS`),
+    ``width_px`` wide."""
+    lines = text.count("\n") + 1
+    strip = Figure(figsize=(width_px / dpi, (_PAD_IN + _CAPTION_LINE_IN * lines)), dpi=dpi)
+    FigureCanvasAgg(strip)
+    strip.text(4 / width_px, 0.5, text, ha="left", va="center", fontsize=MIN_FONT_PT, color="0.35",
+               linespacing=_CAPTION_SPACING)
+    return strip
+
+
+#: White around what a figure draws, inches (matplotlib's 0.1 is a page's worth over a chapter's figures).
+_PAD_IN = 0.05
+#: Spacing of a caption's lines (in font sizes, times matplotlib's 1.2), and a line's height in inches.
+_CAPTION_SPACING = 1.1
+_CAPTION_LINE_IN = MIN_FONT_PT * _CAPTION_SPACING * 1.2 / 72
 
 
 def new_figure(nrows: int = 1, ncols: int = 1, *, height: float = 4.5,
@@ -190,14 +250,38 @@ def named_frames(frames: Mapping[str, pd.DataFrame | None] | None, sources: Mapp
 
 def shared_legend(fig: Figure, axes: Iterable[Axes], *, ncol: int | None = None, frameon: bool = False) -> None:
     """One legend below every panel of ``fig`` (the panels share their series), each label once, so
-    that no legend covers data; ``ncol`` columns (default: up to 4)."""
+    that no legend covers data; ``ncol`` columns (default: up to 4), fewer where they would not fit
+    the figure's width."""
     entries: dict[str, object] = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             entries.setdefault(label, handle)
     if entries:
-        fig.legend(list(entries.values()), list(entries), loc="outside lower center",
-                   ncol=min(len(entries), 4) if ncol is None else ncol, fontsize=7, frameon=frameon)
+        ncol = min(len(entries), 4) if ncol is None else ncol
+        # no more columns than fit the figure's width (a wider legend widens the PNG, which the column
+        # then shrinks): each as wide as the longest label, with its handle and the gap to the next
+        column_pt = (0.58 * max(len(label) for label in entries) + 4.8) * MIN_FONT_PT
+        ncol = max(1, min(ncol, int(fig.get_figwidth() * 72 // column_pt)))
+        fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncol=ncol,
+                   fontsize=MIN_FONT_PT, frameon=frameon)
+
+
+def category_ticks(ax: Axes, labels: list[str], *, axis: str = "x", rotation: float = 90) -> None:
+    """Ticks at 0, 1, … on ``ax``'s ``axis`` (``"x"`` or ``"y"``), labelled with ``labels`` in
+    :data:`MIN_FONT_PT` type: every one while they fit side by side, else every k-th (each tick still
+    marked), so that no label covers the next."""
+    if axis not in ("x", "y"):
+        raise ValueError(f"axis must be 'x' or 'y', got {axis!r}")
+    fig = ax.figure
+    box = ax.get_position()
+    length_px = (box.width * fig.get_figwidth() if axis == "x" else box.height * fig.get_figheight()) * fig.dpi
+    line_px = MIN_FONT_PT * 1.3 * fig.dpi / 72  # a label's height across the axis, with a gap
+    step = max(1, math.ceil(len(labels) * line_px / max(length_px, 1.0)))
+    shown = [label if i % step == 0 else "" for i, label in enumerate(labels)]
+    if axis == "x":
+        ax.set_xticks(range(len(labels)), shown, rotation=rotation, fontsize=MIN_FONT_PT)
+    else:
+        ax.set_yticks(range(len(labels)), shown, fontsize=MIN_FONT_PT)
 
 
 def legend_name(source: Source | str, default: str) -> str:
@@ -221,8 +305,8 @@ def heading(target: Figure | Axes, title: str, source: Source | str) -> None:
         target.set_title(text, fontsize=9, wrap=True)
 
 
-#: Characters per caption line at 7 pt across the text column.
-CAPTION_CHARS = 140
+#: Characters per caption line at :data:`MIN_FONT_PT` across a 7.5 in figure.
+CAPTION_CHARS = 100
 
 
 def caption_text(captions: Iterable[tuple[str, str]]) -> str:

@@ -31,8 +31,13 @@ PLOTLY_JS_URL = ("https://cdn.jsdelivr.net/npm/plotly.js-basic-dist-min@"
                  f"{get_plotlyjs_version()}/plotly-basic.min.js")
 #: An interactive figure's HTML must stay under this many bytes (its page weight, JS excluded).
 MAX_HTML_BYTES = 300_000
-#: Width of the book's text column in pixels (7.5 in at 96 dpi, as the static figures).
-WIDTH_PX = 720
+#: Width of the book's text column, CSS px, in a 1280 px wide window: a figure's div is as wide
+#: (measured in the built book), and Plotly draws at one pixel per CSS pixel.
+WIDTH_PX = 760
+#: The least type of an interactive figure, px as shown in that column: legible from the back of a
+#: room on a projector. Every font of every figure (titles, axes, ticks, legends, annotations,
+#: sliders, menus) is at least this; Plotly's own default is 12.
+MIN_FONT_PX = 12
 CONFIG = {"displaylogo": False, "responsive": True,
           "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
 SIGNIFICANT_DIGITS = 5
@@ -42,7 +47,7 @@ SIGNIFICANT_DIGITS = 5
 class State:
     """One position of a slider or menu: its ``label``, the changing properties of each trace
     (``traces[i]`` updates trace ``i``, e.g. ``{"y": [...], "text": [...]}``) and a ``layout``
-    update (e.g. ``{"title.text": "..."}``)."""
+    update (e.g. ``{"annotations[0].text": "..."}``; :func:`retitle` for the title and its footnote)."""
 
     label: str
     traces: Sequence[Mapping[str, Any]]
@@ -117,21 +122,117 @@ def rounded(values: Any, digits: int = SIGNIFICANT_DIGITS) -> list:
 
 
 def heading(title: str, source: Source | str | Sequence[Source | str]) -> dict:
-    """A layout title: ``title`` and, below it in small type, where the numbers come from: one
-    source, wrapped to the column (Plotly never wraps a title), or a list of them, each said once
-    on a line of its own."""
+    """Layout entries for a figure's heading: its ``title`` (what it shows, nothing else) and a
+    ``footnote``: where the numbers come from, one source (wrapped to the column) or a list of them,
+    each said once on a line of its own. :func:`with_slider` and :func:`with_menu` draw the footnote
+    under the figure, in :data:`MIN_FONT_PX` grey type (:func:`footnote_px` says how tall it is)."""
+    if not isinstance(title, str):
+        raise TypeError(f"title must be a string, got {type(title).__name__}")
+    return {"title": {"text": html.escape(title), "x": 0.0, "xanchor": "left", "font": {"size": TITLE_PX}},
+            "footnote": footnote(source)}
+
+
+def retitle(title: str, source: Source | str | Sequence[Source | str]) -> dict:
+    """A :class:`State`'s layout update that changes the title and its footnote (see :func:`heading`)."""
+    entries = heading(title, source)
+    return {"title.text": entries["title"]["text"], "footnote": entries["footnote"]}
+
+
+def footnote(source: Source | str | Sequence[Source | str]) -> str:
+    """The text of a figure's source footnote: ``source``'s lines, wrapped to :data:`SOURCE_CHARS`,
+    joined by ``<br>`` (Plotly never wraps a text)."""
     if isinstance(source, (Source, str)):
-        lines = textwrap.wrap(str(source), SOURCE_CHARS) or [""]
+        sources = [str(source)]
     elif isinstance(source, Sequence) and source and all(isinstance(s, (Source, str)) for s in source):
-        lines = list(dict.fromkeys(map(str, source)))
+        sources = list(dict.fromkeys(map(str, source)))
     else:
         raise TypeError(f"source must be a perfkit.Source, a string or a list of them, got {source!r}")
-    below = "<br>".join(f"<sup>{html.escape(line)}</sup>" for line in lines)
-    return {"text": f"{html.escape(title)}<br>{below}", "x": 0.0, "xanchor": "left", "font": {"size": 15}}
+    return "<br>".join(html.escape(line) for s in sources for line in _wrapped(s))
 
 
-#: Characters of a source line under an interactive figure's title that fit the text column.
-SOURCE_CHARS = 105
+def _wrapped(text: str) -> list[str]:
+    """``text`` in lines of at most :data:`SOURCE_CHARS`, broken after its "; " where it can (a
+    caption's sources each whole), else between words."""
+    lines: list[str] = []
+    for part in text.split("; "):
+        if lines and len(lines[-1]) + 2 + len(part) <= SOURCE_CHARS:
+            lines[-1] += "; " + part
+        else:
+            if lines:
+                lines[-1] += ";"
+            lines += textwrap.wrap(part, SOURCE_CHARS) or [""]
+    return lines
+
+
+def footnote_px(text: str) -> int:
+    """Pixels a footnote of ``text`` (from :func:`footnote`) takes under a figure, with the gap above it:
+    what a figure's top margin gives up to its bottom margin once its title no longer holds the sources."""
+    return _GAP_PX + _LINE_PX * (text.count("<br>") + 1)
+
+
+#: Characters of a footnote line that fit the text column at :data:`MIN_FONT_PX` (wide fonts included).
+SOURCE_CHARS = 100
+#: A title's type, px.
+TITLE_PX = 15
+#: Pixels of one footnote line (Plotly sets lines 1.3 em apart) and of the gap above the footnote.
+_LINE_PX, _GAP_PX = 16, 10
+#: The footnote's colour, and its name among the layout's annotations (:func:`footnote_of`).
+FOOTNOTE_COLOUR, FOOTNOTE = "#555555", "source"
+
+
+def footnote_of(figure: InteractiveFigure | go.Figure) -> str:
+    """The text of ``figure``'s source footnote as it opens ("" without one)."""
+    fig = figure.figure if isinstance(figure, InteractiveFigure) else figure
+    return next((a.text or "" for a in fig.layout.annotations or () if a.name == FOOTNOTE), "")
+
+
+def _place_footnote(fig: go.Figure, texts: Sequence[str]) -> dict:
+    """Add :func:`footnote_px` of the longest of ``texts`` to the bottom margin (the height stays: the
+    top margin the title's sources no longer take is the room; each figure sets it) and return the
+    footnote annotation that fills it: at the figure's bottom edge, left-aligned with its left edge.
+    In paper coordinates, so the margins must hold what they frame: Plotly widens a margin too small
+    for a slider, a menu or a legend, and that would move the footnote onto it."""
+    height = fig.layout.height or 460
+    m = fig.layout.margin
+    top, bottom = (80 if m.t is None else m.t), (60 if m.b is None else m.b) + max(footnote_px(t) for t in texts)
+    left, right = (60 if m.l is None else m.l), (20 if m.r is None else m.r)
+    plot = max(height - top - bottom, 1)
+    fig.update_layout(margin={"t": top, "b": bottom})
+    if fig.layout.title.y is None:  # hung from the top edge: its one line never grows into the plot
+        fig.update_layout(title={"yref": "container", "y": 1.0, "yanchor": "top", "pad": {"t": 12}})
+    return {"name": FOOTNOTE, "text": texts[0], "xref": "paper", "yref": "paper", "showarrow": False,
+            "x": _edge(left, right), "xanchor": "left",
+            "y": -(bottom - 4) / plot, "yanchor": "bottom", "align": "left",
+            "font": {"size": MIN_FONT_PX, "color": FOOTNOTE_COLOUR}}
+
+
+def _edge(left: float, right: float) -> float:
+    """The paper x of the figure's left edge (6 px in) when its margins are ``left`` and ``right`` px."""
+    return -(left - 6) / max(WIDTH_PX - left - right, 1)
+
+
+def _footnoted(fig: go.Figure, note: str | None, states: Sequence[State]) -> list[State]:
+    """Draw the footnote of the layout (``note``) or of the states (their layout's ``"footnote"``) on
+    ``fig``, as its last annotation, and turn each state's ``"footnote"`` into an update of it."""
+    texts = [t for t in [note, *(s.layout.get("footnote") for s in states)] if t is not None]
+    if not texts:
+        return list(states)
+    base = list(fig.layout.annotations or ())
+    index = max([len(base)] + [len(s.layout["annotations"]) for s in states if "annotations" in s.layout])
+    fixed = [a.to_plotly_json() for a in base] + [{"text": "", "showarrow": False}] * (index - len(base))
+    entry = _place_footnote(fig, texts)
+    fig.update_layout(annotations=[*fixed, entry])
+    out = []
+    for s in states:
+        layout = dict(s.layout)
+        text = layout.pop("footnote", entry["text"] if "annotations" in layout else None)
+        if "annotations" in layout:
+            own = list(layout["annotations"])
+            layout["annotations"] = [*own, *fixed[len(own):], {**entry, "text": text}]
+        elif text is not None:
+            layout[f"annotations[{index}].text"] = text
+        out.append(State(s.label, s.traces, layout))
+    return out
 
 
 def _check_states(states: Sequence[State], n_traces: int, param: str) -> None:
@@ -171,22 +272,35 @@ def _apply(fig: go.Figure, state: State) -> None:
         fig.update_layout(dict(state.layout))
 
 
-def _base(traces: Sequence[Any], layout: Mapping[str, Any] | None) -> go.Figure:
+def _base(traces: Sequence[Any], layout: Mapping[str, Any] | None) -> tuple[go.Figure, str | None]:
+    """The figure of ``traces`` with the book's layout and ``layout``; and its footnote, if it has one."""
+    layout = dict(layout or {})
+    note = layout.pop("footnote", None)
     fig = go.Figure(data=list(traces))
     fig.update_layout(template="plotly_white", height=460, margin={"l": 60, "r": 20, "t": 80, "b": 60},
-                      legend={"orientation": "h", "y": -0.25}, font={"size": 12})
+                      legend={"orientation": "h", "y": -0.25}, font={"size": MIN_FONT_PX},
+                      title={"x": 0.0, "xanchor": "left", "font": {"size": TITLE_PX}})
     if layout:
-        fig.update_layout(dict(layout))
-    return fig
+        fig.update_layout(layout)
+    # Plotly labels a log axis's 2s and 5s in 0.75 of the tick font: below the least type
+    fig.for_each_xaxis(_major_log_labels)
+    fig.for_each_yaxis(_major_log_labels)
+    return fig, note
+
+
+def _major_log_labels(axis: Any) -> None:
+    if axis.type == "log" and axis.minorloglabels is None:
+        axis.minorloglabels = "none"
 
 
 def _controlled(traces: Sequence[Any], states: Sequence[State], active: int,
                 layout: Mapping[str, Any] | None) -> tuple[go.Figure, list[dict]]:
     """The figure opened at ``states[active]``, and one Plotly ``update`` entry per state."""
-    fig = _base(traces, layout)
+    fig, note = _base(traces, layout)
     _check_states(states, len(fig.data), "states")
     if not 0 <= active < len(states):
         raise ValueError(f"active must index states (0 … {len(states) - 1}), got {active}")
+    states = _footnoted(fig, note, states)
     _apply(fig, states[active])
     return fig, [{"method": "update", "label": s.label, "args": _update_args(s, fig)} for s in states]
 
@@ -195,7 +309,9 @@ def with_slider(traces: Sequence[Any], states: Sequence[State], *, prefix: str, 
                 layout: Mapping[str, Any] | None = None) -> go.Figure:
     """A figure of ``traces`` with a slider over ``states``; it opens at ``states[active]``.
 
-    ``prefix`` labels the slider's current value (e.g. ``"N = "``).
+    ``prefix`` labels the slider's current value (e.g. ``"N = "``). ``layout`` may hold a
+    ``"footnote"`` (from :func:`heading`), and so may each state's: it is drawn under the figure, in
+    :func:`footnote_px` added to the bottom margin (a figure takes it from its top margin).
     """
     fig, steps = _controlled(traces, states, active, layout)
     fig.update_layout(sliders=[{"active": active, "steps": steps, "pad": {"t": 50},
@@ -222,21 +338,21 @@ def slider_index(active: Any, values: Sequence[int], default: int) -> int:
     return active
 
 
-def bars_with_slider(traces: Sequence[Any], states: Sequence[State], *, prefix: str, active: int, title: dict,
-                     x_title: str, height: int, left: int) -> go.Figure:
+def bars_with_slider(traces: Sequence[Any], states: Sequence[State], *, prefix: str, active: int,
+                     head: Mapping[str, Any], x_title: str, height: int, left: int) -> go.Figure:
     """Stacked horizontal bars (``traces``) with a slider over ``states``, below the legend: the layout
-    of the book's bar figures. ``title`` from :func:`heading`; ``x_title`` names the time axis (seconds);
-    ``left`` is the margin, in pixels, for the bars' labels; each state may set ``annotations[0].text``,
-    an empty note above the bars."""
+    of the book's bar figures. ``head``: the title and footnote (:func:`heading`); ``x_title`` names
+    the time axis (seconds); ``left`` is the margin, in pixels, for the bars' labels; each state may
+    set ``annotations[0].text``, an empty note above the bars, from the figure's left edge."""
     layout = {
-        "title": title, "height": height, "barmode": "stack", "margin": {"t": 120, "l": left, "r": 30, "b": 120},
+        **head, "height": height, "barmode": "stack", "margin": {"t": 72, "l": left, "r": 30, "b": 172},
         "xaxis": {"title": x_title, "ticksuffix": "s", "exponentformat": "SI"}, "yaxis": {"autorange": "reversed"},
-        "annotations": [{"text": "", "xref": "paper", "yref": "paper", "x": 0, "y": 1.02, "xanchor": "left",
-                         "yanchor": "bottom", "align": "left", "showarrow": False, "font": {"size": 11}}],
-        "legend": {"orientation": "h", "x": 0, "y": -0.28, "font": {"size": 10}},
+        "annotations": [{"text": "", "xref": "paper", "yref": "paper", "x": _edge(left, 30), "y": 1.02,
+                         "xanchor": "left", "yanchor": "bottom", "align": "left", "showarrow": False}],
+        "legend": {"orientation": "h", "x": 0, "y": -0.28},
     }
     fig = with_slider(traces, states, prefix=prefix, active=active, layout=layout)
-    fig.layout.sliders[0].update(y=-0.5, pad={"t": 40})
+    fig.layout.sliders[0].update(y=-0.5, pad={"t": 20})
     return fig
 
 
@@ -259,5 +375,6 @@ def figure_json(figure: InteractiveFigure) -> dict:
     return json.loads(figure.figure.to_json())
 
 
-__all__ = ["CONFIG", "InteractiveFigure", "MAX_HTML_BYTES", "PLOTLY_JS_URL", "State", "heading",
-           "html_bytes", "figure_json", "rounded", "with_menu", "with_slider"]
+__all__ = ["CONFIG", "FOOTNOTE", "InteractiveFigure", "MAX_HTML_BYTES", "MIN_FONT_PX", "PLOTLY_JS_URL", "State",
+           "footnote", "footnote_of", "footnote_px", "heading", "html_bytes", "figure_json", "retitle", "rounded",
+           "with_menu", "with_slider"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -17,7 +19,9 @@ from perfkit.devices import device_spec  # noqa: E402
 from perfkit.book.gemm import experiments as gemm  # noqa: E402
 from perfkit.provenance import Source, missing, modelled, source_of  # noqa: E402
 from perfkit.quantization import cdiv  # noqa: E402
-from figure_helpers import figure_named, note_of
+from perfkit.book.figures import (CAPTION_CHARS, COLUMN_PX, MAX_PNG_PX, MIN_FONT_PT, MIN_FONT_PX,  # noqa: E402
+                                  caption_figure, caption_text, category_ticks, new_figure, shown_px)
+from figure_helpers import figure_named, note_of, small_texts
 from testkit import CPU_LIVE, H100_RECORDED, RECORDED_LABEL, framed, heading_text
 
 
@@ -197,3 +201,82 @@ def test_samples_histogram_counts_every_sample_and_names_its_source():
     with pytest.raises(TypeError, match="Measurement"):
         book.timing.plot_samples([1e-3])
     plt.close("all")
+
+
+# ------------------------------------------------------------------------------ legible in a room
+#: What a figure's sources look like (perfkit.provenance.Source.label and the datasheets a model rests
+#: on): none of it belongs in a title, all of it in the caption under the figure.
+SOURCE_WORDS = re.compile(r"datasheet|recorded on|live (\(quick sweep\) )?on|published by|measured on|model of",
+                          re.IGNORECASE)
+
+
+def _titles(fig) -> list[str]:
+    """The suptitle and every Axes title of ``fig`` (not the caption under it)."""
+    return [t for t in [fig._suptitle.get_text() if fig._suptitle else "", *(ax.get_title() for ax in fig.axes)]
+            if t]
+
+
+def _png_width(png: bytes) -> int:
+    return int.from_bytes(png[16:20], "big")  # the IHDR chunk: width, then height
+
+
+def _legible(fig) -> None:
+    """Every text ``fig`` draws is at least MIN_FONT_PT, shows at least MIN_FONT_PX wide in the column,
+    and no title names a source while the caption does."""
+    small = small_texts(fig, MIN_FONT_PT)
+    assert not small, f"{_titles(fig)}: text under {MIN_FONT_PT} pt: {small[:5]}"
+    for title in _titles(fig):
+        assert not SOURCE_WORDS.search(title), f"a source in the title {title!r}: it goes in the caption"
+    assert SOURCE_WORDS.search(caption_text(fig.captions)), fig.captions
+    width = _png_width(fig.to_png())
+    assert shown_px(MIN_FONT_PT, width) >= MIN_FONT_PX, f"a {width} px PNG shrinks its {MIN_FONT_PT} pt type"
+
+
+@pytest.mark.parametrize("name", sorted(FRAMES))
+def test_every_text_of_a_figure_is_legible_and_no_title_names_its_source(name):
+    _legible(figure_named(name)(framed(FRAMES[name](), H100_RECORDED)))
+
+
+def test_the_other_figures_here_are_legible_too():
+    from perfkit.measurement import Measurement
+
+    m = Measurement(samples=[1e-3, 1.1e-3, 1.2e-3, 5e-3], label="gemm", device="CPU (x86_64, 2 cores)")
+    for fig in (book.gemm.plot_predicted_vs_measured({"sizes": _predicted(1e-3, H100_RECORDED),
+                                                      "small N": _predicted(1e-5, CPU_LIVE)}),
+                book.background.plot_wave_model(132, source=modelled(device_spec("H100-SXM"))),
+                book.timing.plot_samples(m)):
+        _legible(fig)
+
+
+def test_the_least_type_shows_at_the_least_size_in_the_column():
+    assert shown_px(MIN_FONT_PT, MAX_PNG_PX) >= MIN_FONT_PX > shown_px(MIN_FONT_PT, MAX_PNG_PX + 20)
+    assert shown_px(MIN_FONT_PT - 1, COLUMN_PX) < MIN_FONT_PX  # the constant is the least that works
+    assert _png_width(book.gemm.plot_alignment(FRAMES["plot_alignment"](), RECORDED_LABEL).to_png()) <= MAX_PNG_PX
+
+
+def test_a_long_caption_is_wrapped_to_the_figure_in_legible_type():
+    sources = [("a", "model of V100-SXM2: NVIDIA GPU Performance Background guide; V100 datasheet"),
+               ("b", "published by Baidu DeepBench, measured on Tesla V100-SXM2 (cuBLAS 10.1, cuDNN 7.6, 2019)"),
+               ("c", RECORDED_LABEL + "; timed: CUDA events around 100 launches, median of 5 repeats")]
+    text = caption_text(sources)
+    assert text.count("\n") >= 2 and all(len(line) <= CAPTION_CHARS for line in text.split("\n"))
+    strip = caption_figure(text, width_px=760)
+    strip.canvas.draw()
+    (drawn,) = strip.texts
+    assert drawn.get_fontsize() >= MIN_FONT_PT
+    assert drawn.get_window_extent().x1 <= 760, "the caption runs off the figure"
+
+
+def test_category_ticks_label_every_kth_where_all_would_overlap():
+    ax = new_figure(height=3)[1][0, 0]
+    labels = [f"shape {i}" for i in range(120)]
+    category_ticks(ax, labels)
+    shown = [t.get_text() for t in ax.get_xticklabels()]
+    assert len(shown) == 120 and shown[0] == "shape 0" and 1 < shown.count("") < 120
+    step = next(i for i in range(1, len(shown)) if shown[i])  # the next label shown
+    kept = [t for t in shown if t]
+    assert kept == labels[::step] and all(t.get_fontsize() >= MIN_FONT_PT for t in ax.get_xticklabels())
+    category_ticks(ax, labels[:5], axis="y")
+    assert [t.get_text() for t in ax.get_yticklabels()] == labels[:5]  # five fit: every one
+    with pytest.raises(ValueError, match="axis"):
+        category_ticks(ax, labels, axis="z")

@@ -21,6 +21,8 @@ from perfkit.book.problems import Check, Exercise
 
 from testkit import REPO
 CHAPTERS = sorted(p.stem for p in (REPO / "chapters").glob("*.md"))
+#: The workshop's labs, which have a problem each (perfkit.book.workshop.problems).
+LABS = sorted(f"labs/{p.stem}" for p in (REPO / "labs").glob("*.md"))
 MAX_CODE_LINE = 88
 
 
@@ -126,7 +128,7 @@ ALL = exercises.all_exercises()
 @pytest.mark.parametrize("ex", ALL, ids=[e.id for e in ALL])
 def test_exercise_answers_itself(ex: Exercise):
     assert re.fullmatch(r"[a-z]+-\d+", ex.id), ex.id
-    assert ex.chapter in CHAPTERS, f"{ex.id}: unknown chapter {ex.chapter}"
+    assert ex.chapter in CHAPTERS or ex.chapter in LABS, f"{ex.id}: unknown chapter or lab {ex.chapter}"
     assert ex.question.strip() and ex.solve is not None
     value = ex.answer()
     right = exercises.check(ex.id, value)
@@ -242,9 +244,11 @@ def test_interactive_figure(chapter, name, build):
     page = fig.to_html()
     assert PLOTLY_JS_URL in page and f'id="{fig.name}"' in page and "aria-label" in page
     spec = json.loads(fig.figure.to_json())
-    title = spec["layout"]["title"]["text"]
+    from testkit import heading_text
+
+    title = heading_text(fig)  # its title and the source footnote under it
     assert re.search(r"(live on|recorded on|published by|model of|modelled|no recording)", title, re.I), (
-        f"{chapter}:{name}: the title does not say where its numbers come from: {title!r}")
+        f"{chapter}:{name}: the figure does not say where its numbers come from: {title!r}")
     controls = [s["args"] for slider in spec["layout"].get("sliders", []) for s in slider["steps"]]
     controls += [b["args"] for menu in spec["layout"].get("updatemenus", []) for b in menu["buttons"]]
     distinct = {json.dumps(args, sort_keys=True) for args in controls}

@@ -149,8 +149,8 @@ def test_rnn_interactive_figure_and_small_sweeps_are_the_model_alone():
     names = [t.name for t in fig.figure.data]
     assert "H100-SXM (GEMM model)" in names and not any("2019" in str(n) for n in names)
     registered = irnn.FIGURES["recurrent-step"]()
-    assert "model of H100-SXM" in registered.figure.layout.title.text
-    assert "published by" not in registered.figure.layout.title.text
+    assert "model of H100-SXM" in heading_text(registered)
+    assert "published by" not in heading_text(registered)
 
 
 def test_rnn_verdicts_and_problems_without_the_published_data():
@@ -209,9 +209,9 @@ def test_the_model_convolutions_are_each_pass_of_deepbenchs_shapes():
 
 def test_conv_interactive_figures_are_the_model_alone():
     figure = iconv.deepbench_figure(pk.provenance.published_counterparts("conv_deepbench").get("V100-SXM2, 2019"), None)
-    assert "model only" in figure.figure.layout.title.text and len(figure.figure.data) == 2
-    assert "model only" in iconv.FIGURES["deepbench"]().figure.layout.title.text
-    assert "model only" in iconv.FIGURES["channels"]().figure.layout.title.text
+    assert "model only" in heading_text(figure) and len(figure.figure.data) == 2
+    assert "model only" in heading_text(iconv.FIGURES["deepbench"]())
+    assert "model only" in heading_text(iconv.FIGURES["channels"]())
 
 
 def test_conv_verdicts_and_problems_without_the_published_data():

@@ -13,7 +13,7 @@ from matplotlib.patches import ConnectionPatch, FancyArrowPatch, FancyBboxPatch
 
 from ...devices import DeviceSpec, device_spec
 from ...units import GIGA, MiB, TERA
-from ..figures import BookFigure, heading, new_figure
+from ..figures import MIN_FONT_PT, BookFigure, heading, new_figure
 
 __all__ = ["plot_gpu"]
 
@@ -26,7 +26,7 @@ _COLOURS = {"chip": "#f4f6fb", "sm": "#c9daf8", "l2": "#fde2b6", "hbm": "#d9ead3
 
 
 def _box(ax: Axes, x: float, y: float, w: float, h: float, colour: str, text: str = "", *,
-         size: float = 8.0, weight: str = "normal", lw: float = 1.0) -> None:
+         size: float = MIN_FONT_PT, weight: str = "normal", lw: float = 1.0) -> None:
     """A rounded box with ``text`` centred in it (drawing units)."""
     ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0,rounding_size=1.2", fc=colour,
                                 ec="0.25", lw=lw))
@@ -66,18 +66,18 @@ def _chip(ax: Axes, spec: DeviceSpec, tensor: str) -> tuple[float, float, float,
              + (f", each {t / sms / TERA:.2g} TFLOP/s {tensor}" if t is not None else "")]
     if t is not None:
         lines.append(f"all SMs: {t / TERA:,.0f} TFLOP/s {tensor} (Tensor Cores)"
-                     + (f", {f / TERA:,.1f} float32 (CUDA cores)" if f is not None else ""))
-    ax.text(5, 75, "\n".join(lines), fontsize=8, va="top", linespacing=1.35)
+                     + (f", {f / TERA:,.1f} float32" if f is not None else ""))
+    ax.text(5, 75, "\n".join(lines), fontsize=MIN_FONT_PT, va="top", linespacing=1.35)
     w, gap, y, h = 8.6, 1.7, 49.0, 12.0
     shown = min(_SHOWN, sms - 1)
     for i in range(shown):
-        _box(ax, 6 + i * (w + gap), y, w, h, _COLOURS["sm"], f"SM\n{i}", size=8)
+        _box(ax, 6 + i * (w + gap), y, w, h, _COLOURS["sm"], f"SM\n{i}", size=MIN_FONT_PT)
     x_last = 6 + shown * (w + gap) + (7.0 if sms - 1 > shown else 0.0)
     if sms - 1 > shown:
         ax.text(x_last - 3.6, y + h / 2, "…", ha="center", va="center", fontsize=11)
-    _box(ax, x_last, y, w, h, _COLOURS["sm"], f"SM\n{sms - 1}", size=8, lw=1.8)
+    _box(ax, x_last, y, w, h, _COLOURS["sm"], f"SM\n{sms - 1}", size=MIN_FONT_PT, lw=1.8)
     l2 = f"L2 cache: {spec.l2_bytes / MiB:,.0f} MiB" if spec.l2_bytes else "L2 cache (size unknown)"
-    _box(ax, 6, 23, 80, 13, _COLOURS["l2"], f"{l2}, shared by all {sms} SMs", size=8.5)
+    _box(ax, 6, 23, 80, 13, _COLOURS["l2"], f"{l2}, shared by all {sms} SMs", size=MIN_FONT_PT)
     for i in sorted({0, shown - 1}) if shown else ():
         x = 6 + i * (w + gap) + w / 2
         ax.add_patch(FancyArrowPatch((x, 36), (x, y), arrowstyle="<->", mutation_scale=7, lw=0.8, color="0.3"))
@@ -89,13 +89,13 @@ def _chip(ax: Axes, spec: DeviceSpec, tensor: str) -> tuple[float, float, float,
 def _memory(ax: Axes, spec: DeviceSpec, tensor: str) -> None:
     """The HBM under the chip, the bandwidth between them and the ridge point it sets."""
     size = f"{spec.memory_bytes / GIGA:,.0f} GB" if spec.memory_bytes else "size unknown"
-    _box(ax, 6, 1.5, 80, 10, _COLOURS["hbm"], f"device memory (HBM or GDDR DRAM): {size}", size=8.5)
+    _box(ax, 6, 1.5, 80, 10, _COLOURS["hbm"], f"device memory (HBM or GDDR DRAM): {size}", size=MIN_FONT_PT)
     ax.add_patch(FancyArrowPatch((46, 11.5), (46, 23), arrowstyle="<->", mutation_scale=10, lw=1.6, color="0.15"))
     if spec.mem_bandwidth:
-        ax.text(44, 15.2, f"{spec.mem_bandwidth / TERA:.3g} TB/s", fontsize=8.5, va="center", ha="right",
+        ax.text(44, 15.2, f"{spec.mem_bandwidth / TERA:.3g} TB/s", fontsize=MIN_FONT_PT, va="center", ha="right",
                 weight="bold")
     if spec.mem_bandwidth and _peak(spec, tensor) is not None:
-        ax.text(48, 15.2, f"ridge: {spec.ops_per_byte(tensor):,.0f} FLOP/byte ({tensor})", fontsize=8,
+        ax.text(48, 15.2, f"ridge: {spec.ops_per_byte(tensor):,.0f} FLOP/byte ({tensor})", fontsize=MIN_FONT_PT,
                 va="center")
 
 
@@ -105,14 +105,14 @@ def _sm(ax: Axes, spec: DeviceSpec, tensor: str, last: tuple[float, float, float
     x0, y0, w0, h0 = 96.0, 2.0, 52.0, 82.0
     _box(ax, x0, y0, w0, h0, _COLOURS["chip"], lw=1.8)
     ax.text(x0 + 2.5, y0 + h0 - 3.5, f"SM {spec.sms - 1}, expanded", fontsize=9.5, weight="bold", va="top")
-    ax.text(x0 + 2.5, y0 + h0 - 8.8, "4 sub-partitions, each with:", fontsize=8, va="top")
-    parts = "warp scheduler\nCUDA cores\n(FP32, INT32)\nTensor Core\n(" + tensor + " GEMMs)\nregisters"
+    ax.text(x0 + 2.5, y0 + h0 - 8.8, "4 sub-partitions, each with:", fontsize=MIN_FONT_PT, va="top")
+    parts = "warp scheduler\nCUDA cores\nTensor Core\nregisters"  # what each does: the chapter's text
     bw, bh = (w0 - 7.5) / 2, 24.0
     for row in range(2):
         for col in range(2):
             _box(ax, x0 + 2.5 + col * (bw + 2.5), y0 + 18 + row * (bh + 2.5), bw, bh, _COLOURS["sub"],
-                 parts, size=8)
-    _box(ax, x0 + 2.5, y0 + 3, w0 - 5, 12, _COLOURS["l1"], "L1 cache / shared memory\n(per SM)", size=8.5)
+                 parts, size=MIN_FONT_PT)
+    _box(ax, x0 + 2.5, y0 + 3, w0 - 5, 12, _COLOURS["l1"], "L1 cache / shared memory\n(per SM)", size=MIN_FONT_PT)
     xl, yl, wl, hl = last
     for (xa, ya), (xb, yb) in (((xl + wl, yl + hl), (x0, y0 + h0)), ((xl + wl, yl), (x0, y0))):
         ax.add_artist(ConnectionPatch((xa, ya), (xb, yb), "data", "data", color="0.45", lw=0.8, ls="--"))

@@ -19,7 +19,7 @@ from ...provenance import Source, caption, modelled
 from ...quantization import cdiv, wave_quantization
 from ...roofline import Operation, attainable_flop_s
 from ...units import GIGA, TERA, format_time
-from ..figures import book_figure, frame_source, heading, new_figure, no_data, single_axes, time_axis
+from ..figures import MIN_FONT_PT, book_figure, frame_source, heading, new_figure, no_data, single_axes, time_axis
 
 __all__ = ["plot_dispatch_costs", "plot_roofline", "plot_tile_waves", "plot_wave_model", "plot_waves"]
 
@@ -54,10 +54,12 @@ def _model_of(sms: int) -> Source:
 
 
 #: Font size (points) of the names and ridge labels on a roofline.
-_LABEL_PT = 8
+_LABEL_PT = MIN_FONT_PT
 #: Vertical distance between two stacked names, and from a marker to its name (points).
-_LINE_PT, _DROP_PT, _SHIFT_PT = 12.0, 16.0, 10.0
-#: Room kept above the highest roof for its ridge label and the legend (points).
+_LINE_PT, _DROP_PT, _SHIFT_PT = 1.5 * _LABEL_PT, 2 * _LABEL_PT, 1.25 * _LABEL_PT
+#: Width of an average character of a name, in ems (DejaVu Sans, mixed case and digits).
+_CHAR_EM = 0.62
+#: Room kept above the highest roof for its ridge label and the legend (points), at least.
 _HEADROOM_PT = 44.0
 #: Up to this many roofs, each ridge point is labelled beside it; beyond, in the legend.
 _RIDGE_LABELS = 2
@@ -80,7 +82,7 @@ def _place_names(points: list[tuple[str, float, float]], xlim: tuple[float, floa
     """
     (x0, x1), (y0, y1), (w_pt, h_pt) = np.log10(xlim), np.log10(ylim), size_pt
     per_x, per_y = (x1 - x0) / w_pt, (y1 - y0) / h_pt  # decades per point
-    line, width = _LINE_PT * per_y, [0.5 * _LABEL_PT * len(n) * per_x for n, _, _ in points]
+    line, width = _LINE_PT * per_y, [_CHAR_EM * _LABEL_PT * len(n) * per_x for n, _, _ in points]
     want = [(np.log10(x) + _SHIFT_PT * per_x, np.log10(y) - _DROP_PT * per_y) for _, x, y in points]
     placed: dict[int, tuple[float, float]] = {}
     for i in sorted(range(len(points)), key=lambda i: -want[i][1]):
@@ -147,7 +149,8 @@ def plot_roofline(operations: Iterable[Operation] | None, specs: DeviceSpec | Se
     # Axis limits first (every marker, the roofs and room above them), then the names under the roof.
     w_pt, h_pt = _axes_points(ax)
     lo, hi = np.log10(min(ys) / 2), np.log10(max(ys))
-    hi += (hi - lo) * _HEADROOM_PT / (h_pt - _HEADROOM_PT)
+    room = max(_HEADROOM_PT, (1.45 * (len(specs) + len(ceils)) + 1.2) * _LABEL_PT)  # the legend's rows
+    hi += (hi - lo) * room / (h_pt - room)
     xlim, ylim = (x[0] / 1.3, x[-1] * 1.3), (10 ** lo, 10 ** hi)
     tops = [(op.name, op.intensity, max(attainable_flop_s(op.intensity, s, dtype) for s in specs) / TERA)
             for op in placed]
@@ -158,13 +161,13 @@ def plot_roofline(operations: Iterable[Operation] | None, specs: DeviceSpec | Se
                                           "shrinkB": 4})
     if spots:  # a name pushed far down, or far right, widens the axes rather than leave them
         per_x = (np.log10(xlim[1]) - np.log10(xlim[0])) / w_pt
-        right = max(np.log10(xt) + 0.5 * _LABEL_PT * len(n) * per_x for (n, _, _), (xt, _) in zip(tops, spots))
+        right = max(np.log10(xt) + _CHAR_EM * _LABEL_PT * len(n) * per_x for (n, _, _), (xt, _) in zip(tops, spots))
         xlim = (xlim[0], max(xlim[1], 10 ** (right + 0.05)))
         ylim = (min(ylim[0], min(yt for _, yt in spots) / 2), ylim[1])
     left_out = [op.name for op in ops if op.intensity <= 0]
     if left_out:
         ax.text(0.99, 0.02, "not drawn (0 FLOP/byte has no place on a log axis): " + ", ".join(left_out),
-                transform=ax.transAxes, ha="right", va="bottom", fontsize=7, color="0.3", wrap=True)
+                transform=ax.transAxes, ha="right", va="bottom", fontsize=MIN_FONT_PT, color="0.3", wrap=True)
 
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -172,7 +175,9 @@ def plot_roofline(operations: Iterable[Operation] | None, specs: DeviceSpec | Se
     ax.set_ylim(*ylim)
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel(f"attainable {dtype} TFLOP/s")
-    heading(ax, f"Roofline, {dtype}", source if source is not None else caption([modelled(s) for s in specs]))
+    names = " and ".join(s.name for s in specs)
+    heading(ax, f"Roofline{'s' * (len(specs) > 1)} of the {names}, {dtype}: attainable TFLOP/s against intensity",
+            source if source is not None else caption([modelled(s) for s in specs]))
     ax.grid(True, which="major", alpha=0.3)
     ax.grid(True, which="minor", alpha=0.1)
     ax.legend(fontsize=_LABEL_PT, loc="upper left", framealpha=0.9)
@@ -236,7 +241,7 @@ def plot_waves(frame: pd.DataFrame | None, source: Source | str | None = None, *
     heading(ax, f"Waves: {int(frame['sms'].iloc[0])} SMs × {int(frame['blocks_per_sm'].iloc[0])} block(s) per SM "
                 f"= {wave} blocks per wave", label)
     ax.grid(True, alpha=0.25)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=MIN_FONT_PT)
     return ax.figure
 
 
@@ -283,12 +288,12 @@ def plot_dispatch_costs(frame: pd.DataFrame | None, source: Source | str | None 
     colours = [_ISSUED.get(i, "C2") for i in frame["issued"]]
     ax.barh(y, frame["time_s"], color=colours, height=0.6)
     for yi, t in zip(y, frame["time_s"]):
-        ax.text(t, yi, f" {format_time(t)}", va="center", fontsize=8)
-    ax.set_yticks(y, [f"{h} [{b}]" for h, b in zip(frame["how"], frame["by"])], fontsize=8)
+        ax.text(t, yi, f" {format_time(t)}", va="center", fontsize=MIN_FONT_PT)
+    ax.set_yticks(y, [f"{h} [{b}]" for h, b in zip(frame["how"], frame["by"])], fontsize=MIN_FONT_PT)
     time_axis(ax, "time per call", axis="x")
     ax.set_xlim(0, frame["time_s"].max() * 1.2)
     handles = [Patch(color=c, label=i) for i, c in _ISSUED.items() if i in set(frame["issued"])]
-    ax.legend(handles=handles, fontsize=7.5, loc="lower right", title="issued by", title_fontsize=7.5)
+    ax.legend(handles=handles, fontsize=MIN_FONT_PT, loc="lower right", title="issued by", title_fontsize=MIN_FONT_PT)
     ax.grid(True, axis="x", alpha=0.25)
     label = source if source is not None else caption(dict(zip(frame["by"], frame["source"])))
     devices = {getattr(s, "device", "") for s in frame["source"]}

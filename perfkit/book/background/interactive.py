@@ -19,7 +19,7 @@ from ...provenance import caption, modelled
 from ...roofline import (Operation, arithmetic_intensity, attainable_flop_s, gemm_operation, math_bound_batch,
     nvidia_example_operations, roofline_time)
 from ...units import TERA, format_time
-from ..interactive import InteractiveFigure, State, heading, rounded, with_menu, with_slider
+from ..interactive import InteractiveFigure, State, heading, retitle, rounded, with_menu, with_slider
 
 __all__ = ["BOOK_GPUS", "FIGURES", "gemm_batch_roofline", "menu_label", "roofline_by_device"]
 
@@ -139,7 +139,7 @@ def roofline_by_device(operations: Sequence[Operation] | None = None, *,
              "text": [f"ops:byte {ridge:.3g}"]},
             {"y": rounded([y for y, _, _ in points]), "text": [f"{op.name}: {b}" for op, (_, _, b) in zip(ops, points)],
              "hovertext": hover, "marker.color": [BOUND_COLOURS[b] for _, _, b in points]},
-        ], {"title.text": heading(f"Roofline of {spec.name}, {dtype}", modelled(spec))["text"],
+        ], {**retitle(f"Roofline of {spec.name}, {dtype}", modelled(spec)),
             "annotations[0].text": f"{n_math} of {len(ops)} math-bound on {spec.name}: ridge at "
                                    f"{ridge:.3g} FLOP/byte (blue: math-bound, orange: memory-bound)"}))
 
@@ -148,20 +148,20 @@ def roofline_by_device(operations: Sequence[Operation] | None = None, *,
     traces = [
         go.Scatter(x=[], y=[], mode="lines", line={"color": "#444", "width": 2.5}, name="roof", hoverinfo="skip"),
         go.Scatter(x=[], y=[], mode="markers+text", marker={"color": "#444", "size": 9}, textposition="bottom right",
-                   textfont={"size": 11}, name="ridge point", hoverinfo="x+y"),
+                   name="ridge point", hoverinfo="x+y"),
         go.Scatter(x=xs, y=[], mode="markers+text", marker={"size": 11, "symbol": "square",
                                                              "line": {"color": "black", "width": 1}},
-                   textposition=where, textfont={"size": 11}, name="operations", hoverinfo="text"),
+                   textposition=where, name="operations", hoverinfo="text"),
     ]
     layout = {
-        "title": heading(f"Roofline of {active}, {dtype}", modelled(specs[names.index(active)])),
+        **heading(f"Roofline of {active}, {dtype}", modelled(specs[names.index(active)])),
         "xaxis": {"type": "log", "title": "arithmetic intensity (FLOP/byte)",
                   "range": x_range},
         "yaxis": {"type": "log", "title": f"attainable {dtype} TFLOP/s",
                   "range": _log_range(min(lows), max(highs), 0.3)},
-        "showlegend": False, "height": 500, "margin": {"b": 90},
-        "annotations": [{"text": "", "xref": "paper", "yref": "paper", "x": 0, "y": -0.2, "showarrow": False,
-                         "xanchor": "left", "font": {"size": 12}}],
+        "showlegend": False, "height": 500, "margin": {"t": 55, "b": 72, "l": 65},
+        "annotations": [{"text": "", "xref": "paper", "yref": "paper", "x": 0, "y": 0, "yshift": -50,
+                         "yanchor": "top", "showarrow": False, "xanchor": "left"}],
     }
     figure = with_menu(traces, states, active=names.index(active), layout=layout)
     alt = (f"A log-log roofline (attainable {dtype} TFLOP/s against FLOP per byte) with {len(ops)} operations "
@@ -220,7 +220,7 @@ def gemm_batch_roofline(in_features: int = 1024, out_features: int = 4096, *,
                    go.Scatter(x=rounded([s.ops_per_byte(dtype)]), y=rounded([s.peak_flop_s(dtype) / TERA]),
                               mode="markers", marker={"size": 9, "color": colour}, showlegend=False,
                               hoverinfo="x+y")]
-    traces += [go.Scatter(x=[], y=[], mode="markers+text", textposition="bottom right", textfont={"size": 11},
+    traces += [go.Scatter(x=[], y=[], mode="markers+text", textposition="bottom right",
                           marker={"size": 13, "symbol": "square", "line": {"color": "black", "width": 1}},
                           name=f"the GEMM on {s.name}", showlegend=False, hoverinfo="x+y+text") for s in specs]
     lo = min(attainable_flop_s(arithmetic_intensity(out_features, min(stops), in_features, dtype), s, dtype)
@@ -230,16 +230,16 @@ def gemm_batch_roofline(in_features: int = 1024, out_features: int = 4096, *,
     x_hi = max([arithmetic_intensity(out_features, max(stops), in_features, dtype)]
                + [s.ops_per_byte(dtype) for s in specs])
     source = caption([modelled(s) for s in specs])
-    layout = {"title": heading(f"Linear layer {in_features}→{out_features}, {dtype}: the batch moves its GEMM "
+    layout = {**heading(f"Linear layer {in_features}→{out_features}, {dtype}: the batch moves its GEMM "
                                "along the roof", source),
               "xaxis": {"type": "log", "title": "arithmetic intensity (FLOP/byte)",
                         "range": _log_range(x_lo / 2, x_hi * 12, 0)},
               "yaxis": {"type": "log", "title": f"attainable {dtype} TFLOP/s", "range": _log_range(lo, hi, 0.3)},
-              "height": 580, "margin": {"t": 125, "b": 60},
+              "height": 580, "margin": {"t": 90, "b": 135},
               "legend": {"orientation": "v", "x": 0.99, "y": 0.02, "xanchor": "right", "yanchor": "bottom",
                          "bgcolor": "rgba(255,255,255,0.85)"},
               "annotations": [{"text": "", "xref": "paper", "yref": "paper", "x": 0, "y": 1.01, "showarrow": False,
-                               "xanchor": "left", "yanchor": "bottom", "align": "left", "font": {"size": 12}}]}
+                               "xanchor": "left", "yanchor": "bottom", "align": "left"}]}
     if not 0 <= active < len(stops):
         raise ValueError(f"active must index batches (0 … {len(stops) - 1}), got {active}")
     figure = with_slider(traces, states, prefix="batch = ", active=active, layout=layout)

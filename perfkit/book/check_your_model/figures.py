@@ -34,7 +34,8 @@ from ...display import Note
 from ...gemm_model import prediction_error
 from ...provenance import Source, caption, modelled
 from ...units import format_percent, format_time
-from ..figures import book_figure, frame_source, heading, new_figure, no_data, nothing_drawn, single_axes, time_axis
+from ..figures import (MIN_FONT_PT, book_figure, frame_source, heading, new_figure, no_data, nothing_drawn,
+                       single_axes, time_axis)
 
 __all__ = ["plot_advice_vs_measured", "plot_fix_savings", "plot_savings", "plot_step_breakdown"]
 
@@ -85,7 +86,7 @@ def _no_advice(named: dict[str, Advice]) -> Note | None:
 def _legend_below(ax: Axes, **kwargs: Any) -> None:
     """A legend half an inch below the Axes (under its tick labels and x label), centred."""
     below = ax.transAxes + ScaledTranslation(0, -0.55, ax.figure.dpi_scale_trans)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0), bbox_transform=below, **kwargs)
+    ax.legend(fontsize=MIN_FONT_PT, loc="upper center", bbox_to_anchor=(0.5, 0), bbox_transform=below, **kwargs)
 
 
 def _modelled(named: dict[str, Advice]) -> str:
@@ -117,9 +118,9 @@ def plot_step_breakdown(advices: Advice | Mapping[str, Advice] | None, *, ax: Ax
         ax.barh(y, width, left=left, height=0.6, color=KIND_COLOURS[kind], edgecolor="white", label=kind)
         for yi, li, wi in zip(y, left, width):
             if wi >= 0.06:
-                ax.annotate(format_percent(wi), (li + wi / 2, yi), ha="center", va="center", fontsize=7)
+                ax.annotate(format_percent(wi), (li + wi / 2, yi), ha="center", va="center", fontsize=MIN_FONT_PT)
         left += width
-    ax.set_yticks(y, [f"{name}\n{format_time(a.step_s)} per {_mode(a)}" for name, a in named.items()], fontsize=8)
+    ax.set_yticks(y, [f"{name}\n{format_time(a.step_s)} per {_mode(a)}" for name, a in named.items()], fontsize=MIN_FONT_PT)
     ax.set_xlim(0, 1)
     ax.xaxis.set_major_formatter(PercentFormatter(1.0))
     ax.set_xlabel("share of the predicted step")
@@ -151,12 +152,12 @@ def plot_savings(advices: Advice | Mapping[str, Advice] | None, *, ax: Axes | No
             color=[colours[r] for r in t.loc[priced, "rule"]])
     for yi, r, ok in zip(y, t.itertuples(), priced):
         text = f" {format_percent(r.share)} ({format_time(r.saving)})" if ok else " fired; no saving priced"
-        ax.annotate(text, (r.share if ok else 0, yi), va="center", fontsize=7, color="black" if ok else "0.35")
+        ax.annotate(text, (r.share if ok else 0, yi), va="center", fontsize=MIN_FONT_PT, color="black" if ok else "0.35")
     names = t["name"].to_numpy()
     for yi, (a, b) in zip(y, zip(names[:-1], names[1:])):
         if a != b:
             ax.axhline(yi - 0.5, color="0.6", lw=0.6)
-    ax.set_yticks(y, [f"{r.name}: {r.rule} ({r.findings})" for r in t.itertuples()], fontsize=7)
+    ax.set_yticks(y, [f"{r.name}: {r.rule} ({r.findings})" for r in t.itertuples()], fontsize=MIN_FONT_PT)
     ax.set_ylim(-0.7, len(t) - 0.3)
     top = t.loc[priced, "share"].max() if priced.any() else 0.01
     ax.set_xlim(0, top * 1.4)
@@ -206,12 +207,12 @@ def plot_advice_vs_measured(frame: pd.DataFrame | None, source: Source | str | N
     time_axis(ax, "predicted (forward + backward)", axis="x", log=True)
     time_axis(ax, "measured (forward + backward)", axis="y", log=True)
     ax.grid(True, which="both", alpha=0.2)
-    first = ax.legend(fontsize=7, loc="upper left")
+    first = ax.legend(fontsize=MIN_FONT_PT, loc="upper left")
     ax.add_artist(first)
     drawn = [k for k in KINDS if (kinds == k).any()]
     ax.legend(handles=[Line2D([], [], marker=_MARKERS[k], ls="none", color="black", mfc="none" if
                               k == "memory-bound" else "black", label=k) for k in drawn],
-              fontsize=7, loc="lower right", title="kind of work", title_fontsize=7)
+              fontsize=MIN_FONT_PT, loc="lower right", title="kind of work", title_fontsize=MIN_FONT_PT)
     err = prediction_error(rows["time_s"], rows["predicted_s"])
     dtypes = ", ".join(dict.fromkeys(rows["dtype"].astype(str)))
     heading(ax, f"Predicted against measured time per op ({dtypes}): median |error| {err['median_abs']:.0%}, "
@@ -258,12 +259,12 @@ def plot_fix_savings(frame: pd.DataFrame | None, source: Source | str | None = N
     for yi, m, p in zip(y, measured, predicted):
         for value, dy in ((m, 0.2), (p, -0.2)):
             if not np.isfinite(value):
-                ax.annotate(" not priced" if dy < 0 else " not measured", (0, yi + dy), va="center", fontsize=6)
+                ax.annotate(" not priced" if dy < 0 else " not measured", (0, yi + dy), va="center", fontsize=MIN_FONT_PT)
     ax.axvline(0, color="black", lw=0.8)
     ax.set_xscale("symlog", linthresh=_symlog_threshold(np.concatenate([measured, predicted])))
     time_axis(ax, "saving per step (negative: the fix is slower)", axis="x")
     labels = [f"{r.model}: {r.layer or '(model)'}\n{_short(r.fix)}" for r in shown.itertuples()]
-    ax.set_yticks(y, labels, fontsize=7)
+    ax.set_yticks(y, labels, fontsize=MIN_FONT_PT)
     ax.grid(True, axis="x", alpha=0.25)
     handles = [Patch(color=colours.get(r, "black"), label=r) for r in dict.fromkeys(shown["rule"])]
     handles += [Patch(facecolor="0.4", label="measured"),

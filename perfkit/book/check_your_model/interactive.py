@@ -19,7 +19,7 @@ from ... import zoo
 from ...advisor import RULES, Advice, advise
 from ...provenance import modelled
 from ...units import format_percent, format_time
-from ..interactive import InteractiveFigure, State, heading, rounded, with_menu
+from ..interactive import InteractiveFigure, State, retitle, rounded, with_menu
 from .figures import KIND_COLOURS, KINDS, RULE_COLOURS, op_kind
 
 __all__ = ["FIGURES", "kind_seconds", "model_menu", "rule_savings", "small_zoo"]
@@ -107,7 +107,7 @@ def _state(name: str, a: Advice) -> State:
     top = max(rules_x) if any(rules_x) else 0.01
     return State(name, [{"x": rounded(kinds_x), "text": kinds_text, "marker.color": KIND_HEX},
                         {"x": rounded(rules_x), "text": rules_text, "marker.color": colours}],
-                 {"title": heading(title, modelled(a.spec)), "xaxis2.range": [0, round(top * 1.9, 4)],
+                 {**retitle(title, modelled(a.spec)), "xaxis2.range": [0, round(top * 1.9, 4)],
                   "xaxis2.tickformat": ".0%" if top >= 0.05 else ".1%"})
 
 
@@ -129,7 +129,7 @@ def model_menu(advices: Mapping[str, Advice] | None = None, *, active: int | str
                      cliponaxis=False, name="share of the step", hovertemplate="%{y}: %{text}<extra></extra>"),
               go.Bar(y=list(RULES), orientation="h", xaxis="x2", yaxis="y2", textposition="outside",
                      cliponaxis=False, name="predicted saving", hovertemplate="%{y}: %{text}<extra></extra>")]
-    layout = {"height": 540, "showlegend": False, "margin": {"l": 100, "r": 30, "t": 95, "b": 50},
+    layout = {"height": 540, "showlegend": False, "margin": {"l": 100, "r": 30, "t": 72, "b": 55},
               "xaxis": {"domain": [0, 1], "anchor": "y", "range": [0, 1.25], "tickformat": ".0%",
                         "tickvals": [0, 0.2, 0.4, 0.6, 0.8, 1.0],
                         "title": {"text": "share of the predicted step, by kind of work"}},

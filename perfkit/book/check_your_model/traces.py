@@ -27,7 +27,7 @@ from ...published_data.traces import TRACES, TRACES_ABSENT, published_trace_or_n
 from ...trace import TRACE_RULES, TraceReport, diagnose_trace
 from ...trace.result import CLASSES
 from ...units import format_percent, format_rate, format_time
-from ..interactive import InteractiveFigure, State, heading, rounded, with_menu
+from ..interactive import InteractiveFigure, State, retitle, rounded, with_menu
 from ..figures import book_figure
 from .figures import RULE_COLOURS
 
@@ -181,7 +181,7 @@ def _state(label: str, report: TraceReport, by: str, slots: int, step: int | Non
             f"{format_percent(shown / total) if total else '—'} of its {format_time(total)} of kernel "
             "time;<br>marker area ∝ measured time; copies and ops perfkit does not map have no FLOP count")
     title = f"{label}: every op on the roofline, by {by}"
-    return State(label, traces, {"title": heading(title, trace_caption(report, source)),
+    return State(label, traces, {**retitle(title, trace_caption(report, source)),
                                  "xaxis.range": [math.log10(lo), math.log10(hi)],
                                  "yaxis.range": [math.log10(bottom_y), math.log10(top_y * 2)],
                                  **_ticks(bottom_y, top_y * 2),
@@ -239,11 +239,11 @@ def plot_trace_roofline(reports: TraceReport | Mapping[str, TraceReport | None],
     roofs = [go.Scatter(mode="lines", hoverinfo="name", line={"color": "#444444", "width": w, "dash": dash})
              for w, dash in ((2, "solid"), (1.5, "dash"))]
     note = {"text": "", "xref": "paper", "yref": "paper", "x": 0, "y": -0.53, "xanchor": "left",
-            "yanchor": "top", "align": "left", "showarrow": False, "font": {"size": 10}}
-    layout = {"height": 620, "margin": {"l": 70, "r": 20, "t": 120, "b": 200},
+            "yanchor": "top", "align": "left", "showarrow": False}
+    layout = {"height": 620, "margin": {"l": 70, "r": 20, "t": 78, "b": 200},
               "xaxis": {"type": "log", "title": {"text": "arithmetic intensity (FLOP per byte moved)"}},
               "yaxis": {"type": "log", "title": {"text": "achieved (FLOP/s)"}},
-              "legend": {"orientation": "h", "x": 0, "y": -0.22, "font": {"size": 10},
+              "legend": {"orientation": "h", "x": 0, "y": -0.22,
                          "itemsizing": "constant"},
               "annotations": [note]}
     fig = with_menu(points + roofs, states, layout=layout)

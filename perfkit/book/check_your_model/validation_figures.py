@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from ...display import Note
-from ..figures import book_figure, heading, new_figure, nothing_drawn
+from ..figures import MIN_FONT_PT, book_figure, heading, new_figure, nothing_drawn
 from .report import Report
 
 __all__ = ["plot_validation"]
@@ -49,16 +49,16 @@ def plot_validation(report: Report) -> Figure | Note:
         if not math.isnan(r.p90_abs):
             ax.plot([min(r.p90_abs, cap)], [yi], "|", color="black", ms=9)
         if r.median_abs > cap:
-            ax.annotate(f" {r.median_abs:.0%}", (cap, yi), va="center", fontsize=6)
+            ax.annotate(f" {r.median_abs:.0%}", (cap, yi), va="center", fontsize=MIN_FONT_PT)
     ax.set_yticks(y, [f"{r.recording}{' (fit)' if str(r.split).startswith('fit') else ''}" for r in fam.itertuples()],
-                  fontsize=7)
+                  fontsize=MIN_FONT_PT)
     ax.set_xlim(0, cap * 1.12)
     ax.xaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
     ax.set_xlabel("|measured / predicted − 1|: median (bar), 90th percentile (tick)")
     ax.grid(True, axis="x", alpha=0.25)
     handles = [Patch(color=c, label=f) for f, c in _FAMILY_COLOURS.items() if (fam["family"] == f).any()]
     handles.append(Patch(facecolor="white", edgecolor="0.4", hatch="///", label="fitted on it"))
-    ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=4, frameon=False)
+    ax.legend(handles=handles, fontsize=MIN_FONT_PT, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=4, frameon=False)
     if with_steps:
         bx = axes[0, 1]
         steps = report.steps.reset_index(drop=True)
@@ -68,12 +68,12 @@ def plot_validation(report: Report) -> Figure | Note:
         bx.barh(ys, steps["ratio"] - 1, left=1, height=0.6, color="C0")
         for yi, v in zip(ys, steps["ratio"]):
             bx.annotate(f"{v:.2f}", (max(v, 1), yi), xytext=(3, 0), textcoords="offset points", va="center",
-                        fontsize=7)
-        bx.set_yticks(ys, steps["model"], fontsize=7)
+                        fontsize=MIN_FONT_PT)
+        bx.set_yticks(ys, steps["model"], fontsize=MIN_FONT_PT)
         hi = max(1.6, float(steps["ratio"].max()) + 0.15)
         bx.set_xlim(min(0.6, float(steps["ratio"].min()) - 0.1), hi)
         bx.set_xlabel("measured ÷ predicted step")
-        bx.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), frameon=False)
+        bx.legend(fontsize=MIN_FONT_PT, loc="upper center", bbox_to_anchor=(0.5, -0.1), frameon=False)
     heading(fig, f"Today's models against every recording on {report.device}: microbenchmarks by family "
                  "(left) and four real models' training steps, held out (right)",
             f"{report.source}; predicted with {report.spec.name}'s ceilings ({report.spec.ceilings.source.split(';')[0]})")

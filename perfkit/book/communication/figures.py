@@ -24,7 +24,8 @@ from matplotlib.ticker import FuncFormatter, NullFormatter, PercentFormatter
 from ...collectives import bus_bandwidth
 from ...display import Note
 from ...provenance import Source, caption
-from ..figures import book_figure, frame_source, heading, named_frames, new_figure, nothing_drawn, shared_legend
+from ..figures import (MIN_FONT_PT, book_figure, frame_source, heading, named_frames, new_figure, nothing_drawn,
+                       shared_legend)
 from ..figures import time_axis
 
 __all__ = ["binary_size", "plot_data_parallel", "plot_sizes"]
@@ -141,7 +142,7 @@ def plot_data_parallel(frame: pd.DataFrame | None, source: Source | str | None =
         ax.grid(True, alpha=0.3)
     # inside the time panel's empty lower right (below the curves, which start at the compute's time):
     # a figure legend below the panels would meet the caption under the figure
-    ax_t.legend(loc="lower right", fontsize=7, frameon=True, framealpha=0.9, edgecolor="none")
+    ax_t.legend(loc="lower right", fontsize=MIN_FONT_PT, frameon=True, framealpha=0.9, edgecolor="none")
     first = frame.iloc[0]
     heading(fig, f"Data parallel: {first['gradient_bytes'] / 1e6:,.0f} MB of gradients in {int(first['buckets'])} "
             "buckets, all-reduced behind the backward pass", label)

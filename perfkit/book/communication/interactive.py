@@ -107,14 +107,14 @@ def bus_bandwidth(networks: Mapping[str, tuple[str, str, int, str]] = NETWORKS, 
     source = Source("model", "H100 SXM and PCIe GPUs over NVLink 4, PCIe 4, InfiniBand NDR and 100 GbE",
                     detail="α-β (perfkit.collectives), NCCL's link constants")
     layout = {
-        "title": heading("All-reduce: predicted bus bandwidth against message size", source), "height": 600,
-        "margin": {"t": 170, "l": 70, "r": 30, "b": 90},
+        **heading("All-reduce: predicted bus bandwidth against message size", source), "height": 600,
+        "margin": {"t": 150, "l": 70, "r": 30, "b": 210},
         "xaxis": {"type": "log", "title": "message size (bytes, nccl-tests' count)", "exponentformat": "SI",
                   "ticksuffix": "B"},
         "yaxis": {"type": "log", "title": "predicted bus bandwidth, GB/s", "exponentformat": "SI"},
         "annotations": [{"text": "", "xref": "paper", "yref": "paper", "x": 0, "y": 1.02, "xanchor": "left",
-                         "yanchor": "bottom", "align": "left", "showarrow": False, "font": {"size": 10}}],
-        "legend": {"orientation": "h", "x": 0, "y": -0.2, "font": {"size": 10}},
+                         "yanchor": "bottom", "align": "left", "showarrow": False}],
+        "legend": {"orientation": "h", "x": 0, "y": -0.2},
     }
     fig = with_slider(traces, states, prefix="GPUs = ", active=active, layout=layout)
     fig.layout.sliders[0].update(y=-0.38, pad={"t": 40})
@@ -146,8 +146,7 @@ def data_parallel(spec: str | DeviceSpec = "H100-SXM", *, setups: Mapping[str, t
                      hovertemplate="compute: %{x:.3s}s<extra></extra>"),
               go.Bar(orientation="h", y=names, name="all-reduce not hidden by the backward pass",
                      marker={"color": "#d62728"}, hovertemplate="exposed: %{x:.3s}s<extra></extra>"),
-              go.Scatter(mode="text", y=names, textposition="middle right", showlegend=False, hoverinfo="skip",
-                         textfont={"size": 11})]
+              go.Scatter(mode="text", y=names, textposition="middle right", showlegend=False, hoverinfo="skip")]
     states = []
     for b in bs:
         rows = frame[frame["batch"] == b].set_index("setup").loc[names]
@@ -162,8 +161,8 @@ def data_parallel(spec: str | DeviceSpec = "H100-SXM", *, setups: Mapping[str, t
                                      {"x": rounded(steps), "text": text}],
                             {"annotations[0].text": note, "xaxis.range": [0, 1.6 * max(steps)]}))
     fig = bars_with_slider(traces, states, prefix="batch per GPU = ", active=active,
-                           title=heading("Data parallel: one training step of GPT-2 small", data_parallel_source(spec)),
-                           x_title="predicted time per step", height=460, left=230)
+                           head=heading("Data parallel: one training step of GPT-2 small", data_parallel_source(spec)),
+                           x_title="predicted time per step", height=428, left=230)
     alt = (f"Horizontal bars of one predicted data-parallel training step of GPT-2 small on {spec.name}s, per "
            "setup (8 GPUs on NVLink in one node; 64 GPUs in 8 nodes over InfiniBand NDR; the same over 100 GbE): "
            "the forward and backward compute, and the part of the gradients' all-reduce that the backward pass "

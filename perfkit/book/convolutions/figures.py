@@ -22,7 +22,8 @@ from ...devices import device_spec
 from ...display import Note, show
 from ...provenance import Source, caption, modelled
 from ...published_data.notes import published_absent
-from ..figures import book_figure, frame_source, heading, named_frames, new_figure, no_data, say, single_axes, time_axis
+from ..figures import (MIN_FONT_PT, book_figure, category_ticks, frame_source, heading, named_frames, new_figure,
+                       no_data, say, shared_legend, single_axes, time_axis)
 
 __all__ = ["plot_conv_channels", "plot_conv_layout", "plot_conv_params", "plot_conv_passes", "plot_conv_then_now",
            "plot_first_layer"]
@@ -53,9 +54,9 @@ def plot_conv_passes(frame: pd.DataFrame | None, source: Source | str | None = N
         if g["predicted_s"].notna().any():
             ax.plot(x, g["predicted_s"], "_", color="black", ms=12, mew=2, label="model" if j == 0 else None)
     time_axis(ax, log=True)
-    ax.set_xticks(range(len(layers)), layers, fontsize=7)
+    ax.set_xticks(range(len(layers)), layers, fontsize=MIN_FONT_PT)
     ax.grid(True, axis="y", which="both", alpha=0.25)
-    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.08), frameon=False)
+    ax.legend(fontsize=MIN_FONT_PT, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.08), frameon=False)
     r = frame.iloc[0]
     heading(ax, f"Three passes of ResNet-50 convolutions, batch {int(r['N'])}, {r['dtype']}", label)
     return ax.figure
@@ -99,7 +100,7 @@ def plot_conv_channels(frame: pd.DataFrame | None, source: Source | str | None =
             ax.grid(True, alpha=0.25)
             ax.set_xlabel("C = K (channels)" if i == len(dtypes) - 1 else "")
         axes[i, 0].set_ylabel(f"{dtype}\nTFLOP/s" + ("" if measured else " (model)"))
-    axes[0, 0].legend(fontsize=6)
+    shared_legend(fig, axes.flat)
     r = frame.iloc[0]
     heading(fig, f"Channels: a 3×3 convolution on {int(r['H'])}² images, batch {int(r['N'])}, C = K swept", label)
     return fig
@@ -131,8 +132,8 @@ def plot_first_layer(frame: pd.DataFrame | None, source: Source | str | None = N
             ax.plot(g["predicted_s"], y, "|", color="black", ms=12, mew=2)
         right = 1.3 * np.nanmax([g["time_s"].max(), g["predicted_s"].max()])
         for yi, (_, r) in zip(y, g.iterrows()):
-            ax.annotate(f"{base[r['stem']] / r['time_s']:.2f}×", (right, yi), ha="right", va="center", fontsize=7)
-        ax.set_yticks(y, [_first_label(r) for _, r in g.iterrows()], fontsize=7)
+            ax.annotate(f"{base[r['stem']] / r['time_s']:.2f}×", (right, yi), ha="right", va="center", fontsize=MIN_FONT_PT)
+        ax.set_yticks(y, [_first_label(r) for _, r in g.iterrows()], fontsize=MIN_FONT_PT)
         time_axis(ax, phase, axis="x")
         ax.xaxis.set_major_locator(MaxNLocator(3))
         ax.set_xlim(0, right)
@@ -159,17 +160,19 @@ def plot_conv_layout(frame: pd.DataFrame | None, source: Source | str | None = N
         g = frame[(frame["op"] == op) & (frame["layout"] == layout) & (frame["cudnn_benchmark"] == flag)]
         g = g.set_index("layer").reindex(layers)
         x = np.arange(len(layers)) + (k - (len(variants) - 1) / 2) * width
-        name = f"{layout}, benchmark {'on' if flag else 'off'}" if op == "forward" else f"{op}\n(NCHW→NHWC)"
+        name = f"{layout},\nbenchmark {'on' if flag else 'off'}" if op == "forward" else "NCHW → NHWC\n(the input)"
         for ax, col in zip(axes[0], ("time_s", "first_call_s")):
             ax.bar(x, g[col], width, color=colours.get((layout, bool(flag)), "C1"), label=name)
     for ax, what in zip(axes[0], ("steady state", "first call")):
-        time_axis(ax, what, log=True)
-        ax.set_xticks(range(len(layers)), [n.replace(", ", "\n").replace(" ", "\n", 1) for n in layers], fontsize=6)
+        time_axis(ax, "", log=True)  # the panel's title names it: a y label takes width the layer names need
+        ax.set_title(what, fontsize=MIN_FONT_PT + 1)
+        ax.set_xticks(range(len(layers)), [n.replace(", ", "\n").replace(" ", "\n", 1) for n in layers], fontsize=MIN_FONT_PT)
         ax.grid(True, axis="y", which="both", alpha=0.25)
-    # beside the right panel, an Axes legend that constrained layout makes room for: a figure legend
-    # hangs from fig.bbox, which a tight savefig swaps for the tight box, onto the caption under it
+    # beside the right panel, an Axes legend that constrained layout makes room for (narrow: two lines an
+    # entry, so the panels keep the width their layer names need): a figure legend hangs from fig.bbox, which
+    # a tight savefig swaps for the tight box, onto the caption under it
     axes[0, 1].legend(*axes[0, 0].get_legend_handles_labels(), loc="upper left", bbox_to_anchor=(1.02, 1),
-                      fontsize=6, frameon=False)
+                      fontsize=MIN_FONT_PT, frameon=False)
     r = frame.iloc[0]
     heading(fig, f"Layouts and autotuning: forward convolutions, batch {int(r['N'])}, {r['dtype']}", label)
     return fig
@@ -204,10 +207,10 @@ def plot_conv_params(frame: pd.DataFrame | None, source: Source | str | None = N
                 ax.set_xscale("log", base=2)
                 ax.xaxis.set_minor_locator(NullLocator())
             ax.set_xticks(g["swept"].unique(), [str(v) for v in g["swept"].unique()])
-            ax.tick_params(axis="x", labelsize=8)
+            ax.tick_params(axis="x", labelsize=MIN_FONT_PT)
             ax.grid(True, alpha=0.25)
     axes[1, 0].set_ylabel("TFLOP/s")
-    axes[0, 0].legend(fontsize=7)
+    shared_legend(fig, axes[0])
     r = frame.iloc[0]
     heading(fig, f"Batch, filter size, stride and dilation, one at a time from a 3×3 {int(r['C'])}→{int(r['K'])} "
                  f"layer, {r['dtype']}", label)
@@ -215,7 +218,7 @@ def plot_conv_params(frame: pd.DataFrame | None, source: Source | str | None = N
 
 
 _DB_KEYS = ["W", "H", "C", "N", "K", "R", "S", "pad_h", "pad_w", "stride_h", "stride_w"]
-_DB_PASSES = {"time_s": "forward", "bwd_inputs_time_s": "backward data", "bwd_params_time_s": "backward filter"}
+_DB_PASSES = {"time_s": "forward", "bwd_inputs_time_s": "dgrad", "bwd_params_time_s": "wgrad"}  # short: 3 panels
 
 
 def _db_label(r) -> str:
@@ -273,9 +276,8 @@ def plot_conv_then_now(frames: Mapping[str, pd.DataFrame | None], *, only: str |
         time_axis(ax, what, log=True)
         ax.grid(True, alpha=0.25)
         ax.set_xticks(range(len(shapes)), [""] * len(shapes))
-    axes[2, 0].set_xticks(range(len(shapes)), [_db_label(r) for r in shapes.itertuples()], rotation=90,
-                          fontsize=5 if len(shapes) > 30 else 6)
-    axes[0, 0].legend(fontsize=7, ncol=5, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+    category_ticks(axes[2, 0], [_db_label(r) for r in shapes.itertuples()])
+    axes[0, 0].legend(fontsize=MIN_FONT_PT, ncol=5, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
     if base is None and only is not None:
         say(f"{only} has no data, so the shapes of every frame are drawn", title="Every shape drawn")
     dtypes = sorted({str(d) for f in parts.values() for d in f["dtype"].unique()}) if all(

@@ -29,7 +29,7 @@ from ...provenance import modelled, published_counterparts, source_of
 from ...shapes import conv_gemms
 from ...units import format_time
 from ..frames import spec_of
-from ..interactive import InteractiveFigure, State, heading, rounded, with_menu, with_slider
+from ..interactive import InteractiveFigure, State, footnote_px, heading, rounded, with_menu, with_slider
 from ...conv_model import CONV_LAYOUTS
 from .analysis import DB_COLUMNS, PHASES, channel_points, conv_flops, conv_shape, db_shape, pass_s
 from .experiments import DEEPBENCH_CONVS
@@ -137,24 +137,25 @@ def _measured_channels(frame: pd.DataFrame | None, dtype: str, batch: int, size:
     return rows.groupby("C")[["time_s", "tflops"]].median()
 
 
-#: Pixels of the title block: its top padding, the title's line and each source line under it.
-_TITLE_PAD_PX, _TITLE_PX, _SOURCE_LINE_PX = 16, 20, 20
+#: Pixels of the title block: its top padding, and each line of the title.
+_TITLE_PAD_PX, _TITLE_PX = 16, 20
 
 
 def _heading(title: str, parts: dict[str, Any]) -> dict:
-    """:func:`heading` with one line per source of ``parts`` (name → Source or None, None skipped; a name
-    that starts with ``_`` is not printed), hung from the figure's top edge so that its lines grow down
-    into the top margin (:func:`title_px` of them), not around its middle into the plot."""
+    """:func:`heading` with one footnote line per source of ``parts`` (name → Source or None, None
+    skipped; a name that starts with ``_`` is not printed), the title hung from the figure's top edge
+    so that it takes the top :func:`title_px` of the figure, whatever the plot's size."""
     named = [(n, src) for n, src in parts.items() if src is not None]
     sources = named[0][1] if len(named) == 1 else \
         [str(src) if n.startswith("_") else f"{n}: {src}" for n, src in named]
     out = heading(title, sources)
-    return {**out, "yref": "container", "y": 1.0, "yanchor": "top", "pad": {"t": _TITLE_PAD_PX}}
+    out["title"].update({"yref": "container", "y": 1.0, "yanchor": "top", "pad": {"t": _TITLE_PAD_PX}})
+    return out
 
 
 def title_px(title: dict) -> int:
-    """Pixels from the figure's top edge to the bottom of a :func:`_heading` title block."""
-    return _TITLE_PAD_PX + _TITLE_PX + _SOURCE_LINE_PX * title["text"].count("<br>")
+    """Pixels from the figure's top edge to the bottom of a :func:`_heading` title (its ``"title"``)."""
+    return _TITLE_PAD_PX + _TITLE_PX * (title["text"].count("<br>") + 1)
 
 
 def _gemm_ticks(pred: dict[str, GemmPrediction]) -> dict[str, Any]:
@@ -201,7 +202,7 @@ def channels_figure(frame: pd.DataFrame | None = None, *, spec: Any = None, dtyp
                              unselected={"marker": {"opacity": 0.5}},
                              hovertemplate="measured forward: C = %{x}, %{y:.0f} TFLOP/s<extra></extra>"))
     traces.append(go.Bar(x=list(PHASES), marker={"color": [_COLOURS[p] for p in PHASES]}, textposition="outside",
-                         cliponaxis=False, textfont={"size": 11}, xaxis="x2", yaxis="y2", showlegend=False,
+                         cliponaxis=False, xaxis="x2", yaxis="y2", showlegend=False,
                          hoverinfo="text"))
     traces.append(go.Scatter(x=["forward"], mode="markers", xaxis="x2", yaxis="y2", showlegend=False,
                              marker={"symbol": "x", "size": 12, "color": "black"}, hoverinfo="text", visible=has_data))
@@ -231,16 +232,16 @@ def channels_figure(frame: pd.DataFrame | None = None, *, spec: Any = None, dtyp
     lines = {"model": modelled(spec), "measured forward": source_of(frame) if has_data else None}
     if not has_data:
         title += " (model only)"
-    heading_ = _heading(title, lines)  # the C = K annotation sits between it and the plot
-    layout = {"title": heading_, "height": 460, "margin": {"t": title_px(heading_) + 30, "b": 40},
+    head = _heading(title, lines)  # the C = K annotation sits between the title and the plot
+    layout = {**head, "height": 460, "margin": {"t": title_px(head["title"]) + 30, "b": 135},
               "xaxis": {"domain": [0, 0.55], "title": {"text": "C = K (channels)"}},
               "yaxis": {"title": {"text": "TFLOP/s"}, "rangemode": "tozero"},
-              "xaxis2": {"domain": [0.66, 1], "anchor": "y2", "tickfont": {"size": 10}},
+              "xaxis2": {"domain": [0.66, 1], "anchor": "y2"},
               "yaxis2": {"anchor": "x2", "title": {"text": "predicted time per pass"}},
               "legend": {"x": 0.01, "y": 0.99, "xanchor": "left", "yanchor": "top", "orientation": "v",
-                         "bgcolor": "rgba(255,255,255,0.8)", "font": {"size": 11}},
+                         "bgcolor": "rgba(255,255,255,0.8)"},
               "annotations": [{"text": "", "xref": "paper", "yref": "paper", "x": 0, "y": 1.0, "xanchor": "left",
-                               "yanchor": "bottom", "showarrow": False, "font": {"size": 12}}]}
+                               "yanchor": "bottom", "showarrow": False}]}
     start = (cs.index(256) if 256 in cs else 0) if active is None else active
     fig = with_slider(traces, states, prefix="C = K = ", active=start, layout=layout)
     alt = (f"Left: the GEMM model's TFLOP/s of a convolution's forward, dgrad and wgrad GEMMs on {spec.name} "
@@ -341,11 +342,14 @@ def deepbench_figure(published: pd.DataFrame | None = None, ours: pd.DataFrame |
     title = f"DeepBench's training convolutions against the GEMM model, per pass ({dtype})"
     if published is None and ours is None:
         title += " (model only)"
-    heading_ = _heading(title, sources)
-    top = title_px(heading_) + 45  # the menu's button sits between the title block and the plot
-    layout = {"title": heading_, "barmode": "group", "height": menu_height(top, len(states)),
-              "margin": {"t": top}, "yaxis": {"type": "log", "title": {"text": "time per pass"}},
-              "xaxis": {"title": {"text": ""}}}
+    head = _heading(title, sources)
+    top = title_px(head["title"]) + 45  # the menu's button sits between the title block and the plot
+    height = menu_height(top + footnote_px(head["footnote"]), len(states))  # the footnote's room is the plot's
+    bottom = 110  # the pass names, the note under them and the legend's one or two rows
+    plot = height - top - bottom - footnote_px(head["footnote"])
+    layout = {**head, "barmode": "group", "height": height,
+              "margin": {"t": top, "b": bottom}, "yaxis": {"type": "log", "title": {"text": "time per pass"}},
+              "xaxis": {"title": {"text": ""}}, "legend": {"y": -64 / plot, "yanchor": "top"}}
     fig = with_menu(traces, states, active=active, layout=layout)
     alt = ("Grouped bars, on a log time axis, of the forward, dgrad and wgrad passes of one DeepBench "
            "convolution: " + ("DeepBench's published V100 time, " if published is not None else "")

@@ -25,7 +25,7 @@ from ...meta import FrameMeta
 from ...provenance import Source, caption, modelled, source_of
 from ...roofline import arithmetic_intensity, batch_crossover, math_bound_batch
 from .pricing import repriced
-from ..figures import (book_figure, frame_source, heading, legend_name, named_frames, new_figure, no_data, say,
+from ..figures import (MIN_FONT_PT, book_figure, frame_source, heading, legend_name, named_frames, new_figure, no_data, say,
     single_axes, time_axis)
 
 __all__ = ["plot_fc_batch", "plot_fc_crossover", "plot_fc_features", "plot_fc_passes", "plot_fc_widths",
@@ -72,7 +72,7 @@ def _throughput_axes(ax: Axes, xlabel: str, *, ncol: int) -> None:
     ax.set_ylabel("TFLOP/s")
     ax.set_ylim(bottom=0)
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=7, ncol=ncol)
+    ax.legend(fontsize=MIN_FONT_PT, ncol=ncol)
 
 
 def _specs(models: DeviceSpec | Iterable[DeviceSpec] | None) -> list[DeviceSpec]:
@@ -158,7 +158,7 @@ def plot_fc_batch(frame: pd.DataFrame | None, source: Source | str | None = None
     for ax in (ax_t, ax_f, ax_i):
         ax.set_xscale("log", base=2)
         ax.grid(True, which="both", alpha=0.25)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=MIN_FONT_PT)
     sources = caption(labels) + "".join(f"; {m}" for m in dict.fromkeys(str(modelled(s)) for s in specs))
     heading(fig, f"Batch size: the forward GEMM of a {I}→{O} layer, {dtype}", sources)
     return fig
@@ -210,7 +210,7 @@ def plot_fc_crossover(frame: pd.DataFrame | None, spec: DeviceSpec, *, missing: 
     if ours:
         handles += [Line2D([], [], color="gray", ls="", marker="o", label="published"),
                     Line2D([], [], color="gray", ls=":", lw=1.5, label="measured crossover")]
-    fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=7, frameon=False)
+    fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=MIN_FONT_PT, frameon=False)
     parts = {"points": source_of(frame) if ours else None, "lines": modelled(spec)}
     timing = (FrameMeta.of(frame).timing or "").split(":")[0] if ours else ""
     what = (f"published measurements{f' ({timing})' if timing else ''} against the model" if ours
@@ -284,7 +284,7 @@ def plot_fc_features(frame: pd.DataFrame | None, source: Source | str | None = N
         ax.set_xlabel(f"{names.get(s, s)}; fixed: {', '.join(fixed)}")
         ax.set_ylabel("TFLOP/s" + ("" if measured else " (model)"))
         ax.grid(True, axis="y", alpha=0.25)
-        ax.legend(fontsize=7, ncol=5)
+        ax.legend(fontsize=MIN_FONT_PT, ncol=5)
     heading(fig, f"Feature counts around multiples of 8, 64 and 256, {frame['dtype'].iloc[0]}", label)
     return fig
 
@@ -323,8 +323,8 @@ def plot_vocab_padding(frame: pd.DataFrame | None, source: Source | str | None =
             if len(base):
                 ratio = base.iloc[0] / ti
                 ax.annotate(f"{ratio:.{3 if abs(ratio - 1) < 0.05 else 2}f}×", (right, yi), ha="right",
-                            va="center", fontsize=8)
-        ax.set_yticks(y, [_variant(r) for _, r in g.iterrows()], fontsize=8)
+                            va="center", fontsize=MIN_FONT_PT)
+        ax.set_yticks(y, [_variant(r) for _, r in g.iterrows()], fontsize=MIN_FONT_PT)
         time_axis(ax, phase + ("" if measured else " (model)"), axis="x")
         ax.xaxis.set_major_locator(MaxNLocator(4))
         ax.set_xlim(0, right)

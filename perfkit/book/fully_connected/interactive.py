@@ -24,7 +24,7 @@ from ...published_data import has_published
 from ...published_data import published as published_frame
 from ...roofline import arithmetic_intensity, gemm_flops, math_bound_batch
 from ...shapes import linear_gemms
-from ..interactive import InteractiveFigure, State, heading, rounded, with_slider
+from ..interactive import InteractiveFigure, State, footnote_px, heading, rounded, with_slider
 
 __all__ = ["BATCHES", "FIGURES", "PHASES", "batch_explorer", "layer_points", "predicted_tflop_s", "ridge_status"]
 
@@ -126,7 +126,7 @@ def _batches(batches: Iterable[int] | None, I: int, O: int, specs, dtype) -> lis
 
 
 def _title(I: int, O: int, dtype: str, sources: list) -> dict:
-    """The heading (:func:`heading`), its sources one per line: Plotly does not wrap titles."""
+    """The heading (:func:`heading`): the title, and the sources one per line in the footnote."""
     return heading(f"The three GEMMs of a {I}→{O} layer against the batch, {dtype}", sources)
 
 
@@ -139,7 +139,7 @@ def batch_explorer(measured: Mapping[str, pd.DataFrame | None] | None = None, *,
     TFLOP/s on each of ``models`` (default V100-SXM2 and H100-SXM) and their intensity against each
     ridge. ``measured`` (name → a live or recorded ``fc_batch``/``fc_passes`` frame) and
     ``published`` (name → published GEMMs, e.g. ``{"V100": pk.published("deepbench_gemm", "V100-SXM2")}``)
-    add the points that match the layer (:func:`layer_points`); without any, the heading says so.
+    add the points that match the layer (:func:`layer_points`); without any, the footnote under it says so.
     """
     I, O = positive_int("in_features", in_features), positive_int("out_features", out_features)
     dtype = canonical_dtype(dtype)
@@ -180,7 +180,7 @@ def batch_explorer(measured: Mapping[str, pd.DataFrame | None] | None = None, *,
         states.append(State(str(B), [*static, *moving], {"annotations": [_note(note)]}))
     start = min(range(len(grid)), key=lambda i: abs(grid[i] - 128))
     figure = with_slider(traces, states, prefix="batch = ", active=start, layout=_layout(I, O, dtype, sources))
-    figure.layout.sliders[0].update(y=-0.13, yanchor="top", pad={"t": 0}, font={"size": 9})
+    figure.layout.sliders[0].update(y=-0.13, yanchor="top", pad={"t": 0})
     alt = (f"Two panels for a {I}→{O} layer in {dtype} as the batch grows from {grid[0]} to {grid[-1]}: "
            f"top, the predicted TFLOP/s of its forward, dgrad and wgrad GEMMs on "
            f"{' and '.join(s.name for s in specs)} (lines) with measured points where they exist; bottom, "
@@ -226,20 +226,19 @@ def _static_traces(specs, grid, model, points, intensity, dtype) -> tuple[list, 
 
 def _layout(I: int, O: int, dtype: str, sources: list) -> dict:
     """Two stacked panels sharing a log batch axis; the slider and the legend below them."""
-    title = _title(I, O, dtype, sources)
-    lines = title["text"].count("<br>") + 1
-    title.update({"yref": "container", "y": 1.0, "yanchor": "top", "pad": {"t": 26}})
-    return {"title": title, "height": 720 + 16 * lines, "margin": {"t": 34 + 17 * lines, "b": 230},
+    head = _title(I, O, dtype, sources)
+    head["title"].update({"yref": "container", "y": 1.0, "yanchor": "top", "pad": {"t": 14}})
+    return {**head, "height": 714 + footnote_px(head["footnote"]), "margin": {"t": 48, "b": 280},
             "xaxis": {"type": "log", "anchor": "y", "matches": "x2", "showticklabels": False},
             "yaxis": {"title": {"text": "TFLOP/s"}, "domain": [0.46, 1.0], "rangemode": "tozero"},
             "xaxis2": {"type": "log", "anchor": "y2", "title": {"text": "batch (rows of the layer's input)"}},
             "yaxis2": {"type": "log", "dtick": 1, "title": {"text": "FLOP per byte"}, "domain": [0.0, 0.34]},
-            "legend": {"orientation": "h", "y": -0.37, "yanchor": "top", "font": {"size": 10}}}
+            "legend": {"orientation": "h", "y": -0.37, "yanchor": "top"}}
 
 
 def _note(text: str) -> dict:
     return {"text": text, "xref": "paper", "yref": "paper", "x": 0.0, "y": 0.37, "xanchor": "left",
-            "yanchor": "bottom", "showarrow": False, "align": "left", "font": {"size": 11}}
+            "yanchor": "bottom", "showarrow": False, "align": "left"}
 
 
 def _recorded() -> dict[str, pd.DataFrame | None]:

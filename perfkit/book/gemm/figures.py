@@ -23,7 +23,7 @@ from ...provenance import Source, caption, modelled, source_of
 from ...published_data import HOW_TO_GET
 from ...roofline import gemm_bytes
 from ...then_now import layout_spread
-from ..figures import (book_figure, frame_source, heading, legend_name, named_frames, new_figure, no_data, say,
+from ..figures import (MIN_FONT_PT, book_figure, frame_source, heading, legend_name, named_frames, new_figure, no_data, say,
     single_axes, time_axis)
 
 __all__ = ["plot_alignment", "plot_fp8_published", "plot_gemm_sizes", "plot_gemm_waves", "plot_h100_batched",
@@ -55,7 +55,7 @@ def plot_gemm_sizes(frame: pd.DataFrame | None, source: Source | str | None = No
         axes[1, col].set_ylim(bottom=0)
         axes[1, col].set_xlabel(f"{name} ({fixed} = {int(part[fixed].iloc[0]) if len(part) else '?'})")
         axes[0, col].set_title(f"{name} swept", fontsize=9)
-    axes[0, 0].legend(fontsize=8, title="dashed: model", title_fontsize=7)
+    axes[0, 0].legend(fontsize=MIN_FONT_PT, title="dashed: model", title_fontsize=MIN_FONT_PT)
     heading(fig, "GEMM duration and throughput against size", label)
     return fig
 
@@ -81,7 +81,7 @@ def plot_alignment(frame: pd.DataFrame | None, source: Source | str | None = Non
     heading(ax, "Alignment: duration as K steps by one element", label)
     ax.grid(True, alpha=0.25)
     # Below the axes: the unaligned points fill the whole plot, so no corner is free for a legend.
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+    ax.legend(fontsize=MIN_FONT_PT, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
     return ax.figure
 
 
@@ -108,7 +108,7 @@ def plot_quantization_sweep(frame: pd.DataFrame | None, source: Source | str | N
     for ax in axes[0]:
         ax.set_xlabel("N (dotted: a new wave starts)")
         ax.grid(True, alpha=0.25)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=MIN_FONT_PT)
     heading(fig, f"Quantization: M = {M}, K = {K}, N swept", label)
     return fig
 
@@ -125,9 +125,9 @@ def plot_tile_sizes(frame: pd.DataFrame | None, source: Source | str | None = No
     ax.bar(frame["impl"], frame["tflops"], color=["gray" if i == "cublas" else "C0" for i in frame["impl"]])
     for x, (t, w) in enumerate(zip(frame["tflops"], frame["waves"])):
         ax.annotate(f"{t:.0f}" + ("" if pd.isna(w) else f"\n{int(w)} waves"), (x, t), ha="center", va="bottom",
-                    fontsize=8)
+                    fontsize=MIN_FONT_PT)
     ax.set_ylabel("TFLOP/s")
-    ax.tick_params(axis="x", labelsize=8)
+    ax.tick_params(axis="x", labelsize=MIN_FONT_PT)
     heading(ax, f"Tile size: {M}×{N}×{K} {frame['dtype'].iloc[0]}", label)
     ax.grid(True, axis="y", alpha=0.25)
     return ax.figure
@@ -146,11 +146,11 @@ def plot_transposes(frame: pd.DataFrame | None, source: Source | str | None = No
     width = 0.8 / len(table.columns)
     for j, layout in enumerate(table.columns):
         ax.bar(np.arange(len(table)) + j * width, table[layout], width, label=layout)
-    ax.set_xticks(np.arange(len(table)) + 0.4 - width / 2, table.index, fontsize=8)
+    ax.set_xticks(np.arange(len(table)) + 0.4 - width / 2, table.index, fontsize=MIN_FONT_PT)
     ax.set_ylabel("TFLOP/s")
     ax.set_xlabel("M×N×K")
     heading(ax, f"Layouts: {frame['dtype'].iloc[0]} GEMMs", label)
-    ax.legend(fontsize=8, title="layout (A, B)")
+    ax.legend(fontsize=MIN_FONT_PT, title="layout (A, B)")
     ax.grid(True, axis="y", alpha=0.25)
     return ax.figure
 
@@ -195,7 +195,7 @@ def plot_small_n(frame: pd.DataFrame | None, source: Source | str | None = None,
         ax.set_xscale("log", base=2)
         ax.set_xlabel("N")
         ax.grid(True, which="both", alpha=0.25)
-    axes[0, 0].legend(fontsize=7)
+    axes[0, 0].legend(fontsize=MIN_FONT_PT)
     shown = frame if ours else next(iter(then.values()))
     M, K, dtype = int(shown["M"].iloc[0]), int(shown["K"].iloc[0]), shown["dtype"].iloc[0]
     heading(fig, f"Small N: M = K = {M if M == K else (M, K)}, {dtype}", caption(labels))
@@ -223,7 +223,7 @@ def plot_layout_spread(frames: Mapping[str, pd.DataFrame | None], *, ax: Axes | 
             ax.plot([x - 0.3, x + 0.3], [g["spread"].median()] * 2, color="black", lw=1.5)
             ticks.append(f"{name}\n{dtype} ({len(g)} shapes)")
     ax.axhline(1, color="gray", lw=0.8)
-    ax.set_xticks(range(len(ticks)), ticks, fontsize=7)
+    ax.set_xticks(range(len(ticks)), ticks, fontsize=MIN_FONT_PT)
     ax.set_ylabel("slowest layout ÷ fastest")
     heading(ax, "Does the layout matter? Each shape's slowest layout against its fastest (bar: median)",
             caption(labels))
@@ -254,7 +254,7 @@ def plot_throughput_vs_work(frames: Mapping[str, pd.DataFrame | None], *, dtype:
     ax.set_ylabel("TFLOP/s")
     heading(ax, f"Throughput against work, {' and '.join(dtypes)} GEMMs", caption(labels))
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=MIN_FONT_PT)
     return ax.figure
 
 
@@ -289,7 +289,7 @@ def plot_predicted_vs_measured(frames: Mapping[str, pd.DataFrame | None], *, ax:
     heading(ax, f"Model against measurement: median |error| {err['median_abs']:.0%}, 90th percentile "
                 f"{err['p90_abs']:.0%} ({err['n']} GEMMs)", caption(labels))
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=MIN_FONT_PT)
     return ax.figure
 
 
@@ -358,7 +358,7 @@ def plot_h100_sizes(frame: pd.DataFrame | None, spec: DeviceSpec | None = None) 
             model = [explain_gemm(*(fixed.get(d, n) for d in "MNK"), dtype, spec).achieved_flop_s / 1e12 for n in _SIZES]
             _pair(ax, _SIZES, model, cut[cut["dtype"] == dtype] if have else None, swept, "tflops", i, dtype)
             ax.axhline(spec.peak_flop_s(dtype) / 1e12, color=f"C{i}", lw=0.6, ls=":")
-    axes[0, 0].legend(fontsize=7)
+    axes[0, 0].legend(fontsize=MIN_FONT_PT)
     return _finish(fig, axes[0], [f"{x}; dotted: datasheet peak" for x, _, _ in _SWEEPS], ["TFLOP/s", ""],
                    f"GEMM throughput against size on an {spec.name}", frame, have, spec)
 
@@ -373,7 +373,7 @@ def plot_h100_batched(frame: pd.DataFrame | None, spec: DeviceSpec | None = None
         model = [explain_gemm(n, n, n, dtype, spec, batch=b).achieved_flop_s / 1e12 for n in _SIZES]
         m = frame[(frame["b"] == b) & (frame["dtype"] == dtype)] if have else None
         _pair(axes[0, 0], _SIZES, model, m, "M", "tflops", i, f"b = {b}")
-    axes[0, 0].legend(fontsize=7, ncol=2)
+    axes[0, 0].legend(fontsize=MIN_FONT_PT, ncol=2)
     return _finish(fig, axes[0], [f"M = N = K, {dtype}; b GEMMs in one launch"], ["TFLOP/s (all b GEMMs)"],
                    f"Batched GEMMs on an {spec.name}: b GEMMs share the waves", frame, have, spec)
 
@@ -393,7 +393,7 @@ def plot_fp8_published(frame: pd.DataFrame | None, spec: DeviceSpec | None = Non
         axes[0, 0].plot([], [], "-", color=f"C{i}", label=f"N = {N}, K = {K}")
     for ax, ceiling in zip(axes[0], (spec.peak_flop_s("float8"), spec.mem_bandwidth)):
         ax.axhline(ceiling / 1e12, color="gray", ls=":", lw=0.8)
-    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside lower center", ncol=3, fontsize=7)
+    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside lower center", ncol=3, fontsize=MIN_FONT_PT)
     return _finish(fig, axes[0], ["M (dashed: model)"] * 2, ["TFLOP/s", "TB/s (A, B read once, C written)"],
                    f"fp8 GEMMs on an {spec.name}: memory-bound at small M, math-bound at large M",
                    frame, have, spec)

@@ -146,11 +146,11 @@ def waves_figure(frame: pd.DataFrame | None = None, spec: DeviceSpec | str | Non
     shown = caption({"curves": Source("model", spec.label), "points": points})
     legend_rows = 1 if len(traces) <= 3 else 2
     height = 525 + 22 * legend_rows
+    head = heading(f"Waves on {spec.label}: {M}×N×{K} {dtype}, N swept", shown)
     layout = {
-        "title": {**heading(f"Waves on {spec.label}: {M}×N×{K} {dtype}, N swept", shown),
-                  "yref": "container", "y": 1 - 18 / height, "yanchor": "top"},
-        "height": height, "margin": {"t": 110 + 22 * legend_rows},
-        "legend": {"orientation": "h", "x": 0, "yref": "container", "y": 1 - 62 / height, "yanchor": "top"},
+        **head, "title": {**head["title"], "yref": "container", "y": 1 - 18 / height, "yanchor": "top"},
+        "height": height, "margin": {"t": 92 + 22 * legend_rows, "b": 135},
+        "legend": {"orientation": "h", "x": 0, "yref": "container", "y": 1 - 44 / height, "yanchor": "top"},
         "xaxis": {"domain": [0, 0.7], "title": {"text": "N (columns of C)"}, "range": [0, n_max + step]},
         "yaxis": {"title": {"text": "time of one GEMM"}, "tickformat": "~s", "ticksuffix": "s",
                   "rangemode": "tozero"},
@@ -189,7 +189,7 @@ def _state(M: int, N: int, K: int, dtype: str, spec: DeviceSpec, tile: tuple[int
             f"SM-time used)<br>predicted {format_time(p.predicted_s)} ({p.bound}-bound); the library's choice "
             f"({lib.tile[0]}×{lib.tile[1]}, split-K {lib.split_k}): {format_time(lib.predicted_s)}")
     annotation = {"text": text, "xref": "paper", "yref": "paper", "x": 0, "y": 1.01, "xanchor": "left",
-                  "yanchor": "bottom", "align": "left", "showarrow": False, "font": {"size": 11}}
+                  "yanchor": "bottom", "align": "left", "showarrow": False}
     return State(label=str(N), traces=[{}] * n_traces, layout={"shapes": shapes, "annotations": [annotation]})
 
 

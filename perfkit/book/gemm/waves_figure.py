@@ -12,7 +12,7 @@ from ...devices import DeviceSpec, resolve_spec
 from ...provenance import modelled
 from ...quantization import cdiv, wave_quantization
 from ..background.figures import plot_tile_waves
-from ..figures import book_figure, heading, new_figure
+from ..figures import MIN_FONT_PT, book_figure, heading, new_figure
 
 __all__ = ["plot_gemm_waves"]
 
@@ -44,7 +44,7 @@ def plot_gemm_waves(M: int, N: int, tile: tuple[int, int], spec: DeviceSpec | st
             ax.add_patch(Rectangle((c * tn, r * tm), tn, tm, fill=False, hatch="///", ec="C3", lw=0))
         handles.append(Patch(fc="none", hatch="///", ec="C3", lw=0, label="partial last wave"))
     handles.append(Line2D([], [], color="black", lw=2, label=f"useful {wq.M}×{wq.N} output"))
-    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    ax.legend(handles=handles, fontsize=MIN_FONT_PT, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     busy = wq.last_wave_tiles / wq.wave_size
     slots = f"{wq.blocks_per_sm} per SM" if wq.blocks_per_sm > 1 else "one per SM"
     fig.captions = [c for c in fig.captions if c[0] != ax.get_title()]  # the title below replaces it

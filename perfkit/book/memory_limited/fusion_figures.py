@@ -21,7 +21,7 @@ from matplotlib.ticker import MaxNLocator
 from ...display import Note
 from ...provenance import Source
 from ...units import format_percent, format_time
-from ..figures import book_figure, frame_source, heading, new_figure, no_data, time_axis
+from ..figures import MIN_FONT_PT, book_figure, frame_source, heading, new_figure, no_data, time_axis
 from .figures import published_label
 
 __all__ = ["plot_fusion", "plot_fusion_published", "plot_network_breakdown"]
@@ -66,8 +66,8 @@ def plot_fusion(frame: pd.DataFrame | None, source: Source | str | None = None) 
         ax_t.plot(p["predicted_s_c"], y - 0.2, "|", color="black", ms=12, mew=2)
     for yi, ti, ci in zip(y, t_c, p["compile_s_c"]):
         if np.isfinite(ci) and np.isfinite(ti):
-            ax_t.annotate(f" compile {format_time(ci)}", (ti, yi - 0.2), va="center", fontsize=7)
-    ax_t.set_yticks(y, [_case(r) for _, r in p.iterrows()], fontsize=7)
+            ax_t.annotate(f" compile {format_time(ci)}", (ti, yi - 0.2), va="center", fontsize=MIN_FONT_PT)
+    ax_t.set_yticks(y, [_case(r) for _, r in p.iterrows()], fontsize=MIN_FONT_PT)
     time_axis(ax_t, "duration" + ("" if measured else " (model)"), axis="x")
     saved, predicted = p["time_s"] - p["time_s_c"], p["predicted_s"] - p["predicted_s_c"]
     if saved.notna().any():
@@ -78,7 +78,7 @@ def plot_fusion(frame: pd.DataFrame | None, source: Source | str | None = None) 
     ends = np.fmax(saved.clip(lower=0).fillna(0), predicted.clip(lower=0).fillna(0))
     for yi, end, b in zip(y, ends, p["bytes_eager"] - p["bytes_fused"]):
         ax_s.annotate(f"{b / 1e6:.3g} MB fewer", (end, yi), xytext=(3, 0), textcoords="offset points", va="center",
-                      fontsize=7)
+                      fontsize=MIN_FONT_PT)
     ax_s.axvline(0, color="black", lw=0.8)
     ax_s.margins(x=0.45)
     ax_s.set_yticks(y, [""] * len(y))
@@ -91,7 +91,7 @@ def plot_fusion(frame: pd.DataFrame | None, source: Source | str | None = None) 
             handles.append(handle)
             names.append(name)
     # one legend below both panels: inside either, it would cover a bar
-    fig.legend(handles, names, loc="outside lower center", ncol=len(names), fontsize=7, frameon=False)
+    fig.legend(handles, names, loc="outside lower center", ncol=len(names), fontsize=MIN_FONT_PT, frameon=False)
     dtype = frame["dtype"].iloc[0]
     heading(fig, f"Fusion: the ops after a GEMM, eager against torch.compile ({dtype})", label)
     return fig
@@ -131,11 +131,11 @@ def plot_network_breakdown(frame: pd.DataFrame | None, source: Source | str | No
                    label=f"memory-bound, {what}")
             if shares:
                 for xi, mid, share in zip(x + dx, math_part + mem / 2, mem):
-                    ax.annotate(format_percent(share), (xi, mid), ha="center", va="center", fontsize=7,
+                    ax.annotate(format_percent(share), (xi, mid), ha="center", va="center", fontsize=MIN_FONT_PT,
                                 fontweight="bold")
         if not shares and whole.notna().any():
             ax.plot(x - 0.2, whole.reindex(nets), "D", color="black", ms=6, label="whole step, measured")
-        ax.set_xticks(x, [_network_label(frame, n) for n in nets], fontsize=8)
+        ax.set_xticks(x, [_network_label(frame, n) for n in nets], fontsize=MIN_FONT_PT)
         ax.grid(True, axis="y", alpha=0.25)
         if k == 0:
             ax.set_ylabel("share of the layers' time")
@@ -144,7 +144,7 @@ def plot_network_breakdown(frame: pd.DataFrame | None, source: Source | str | No
         else:
             time_axis(ax, "forward + backward, all layers")
             ax.set_ylim(0, 1.45 * ax.get_ylim()[1])
-        ax.legend(fontsize=7, loc="upper left")
+        ax.legend(fontsize=MIN_FONT_PT, loc="upper left")
     r = frame.iloc[0]
     hatched = "; hatched: model" if measured.notna().any().any() and predicted.notna().any().any() else ""
     heading(fig, f"Where a small CNN's time goes: batch {int(r['batch'])}, {r['dtype']}{hatched}", label)
@@ -178,19 +178,19 @@ def plot_fusion_published(frame: pd.DataFrame | None, source: Source | str | Non
                     label="measured, smaller sizes" if yi == y[0] else None)
             end = max(r["ratio"], rest["ratio"].max()) if len(rest) else r["ratio"]
             ax.annotate(f"{r['ratio']:.2f}×", (end, yi + 0.2), xytext=(4, 0), textcoords="offset points",
-                        va="center", fontsize=7)
+                        va="center", fontsize=MIN_FONT_PT)
     ax.barh(y - 0.2, top["predicted_ratio"], height=0.38, color="white", edgecolor="C0", hatch="///",
             label="byte model (Σ pk.memory_time, eager ÷ fused)")
     for yi, v in zip(y, top["predicted_ratio"]):
-        ax.annotate(f"{v:.2f}×", (v, yi - 0.2), xytext=(4, 0), textcoords="offset points", va="center", fontsize=7)
+        ax.annotate(f"{v:.2f}×", (v, yi - 0.2), xytext=(4, 0), textcoords="offset points", va="center", fontsize=MIN_FONT_PT)
     names = [f"{r['eager_label']} ({int(r['eager_kernels'])} kernel{'s' if r['eager_kernels'] > 1 else ''})\n"
              f"÷ {r['fused_label']}, {r['device']}, {r['dtype']}" for _, r in top.iterrows()]
-    ax.set_yticks(y, names, fontsize=7)
+    ax.set_yticks(y, names, fontsize=MIN_FONT_PT)
     ax.set_xscale("log")
     ax.axvline(1, color="black", lw=0.8)
     ax.set_xlabel("eager time ÷ fused time (forward)")
     ax.set_xlim(0.8, 2.2 * float(np.nanmax(top[["predicted_ratio"] + ([] if model_only else ["ratio"])].to_numpy())))
     ax.grid(True, axis="x", which="both", alpha=0.25)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=MIN_FONT_PT, loc="lower right")
     heading(fig, "What fusion buys, measured and predicted" + (" (model only)" if model_only else ""), label)
     return fig

@@ -134,7 +134,7 @@ def time_vs_bytes(frames: Mapping[str, pd.DataFrame | None] | None = None, spec:
     labels = list(tables[0]["layer"])
 
     traces = [go.Scatter(**line, mode="lines", line={"color": "black", "width": 2},
-                         name=f"byte model, {spec.name}: latency + bytes ÷ bandwidth")]
+                         name=f"byte model, {spec.name}")]
     traces += [go.Scatter(**points, mode="markers", marker={"color": _COLOURS[name], "size": 6, "opacity": 0.6},
                           name=f"{name} (measured)", showlegend=name in given)
                for name, points in zip(MEASURED, measured)]
@@ -169,24 +169,24 @@ def time_vs_bytes(frames: Mapping[str, pd.DataFrame | None] | None = None, spec:
     source = caption({"model": model, "points": caption(shown)}) if shown else model
     title = "Memory-limited layers: time is latency + bytes ÷ bandwidth" + ("" if shown else " (model only)")
     layout = {
-        "title": heading(title, source), "height": 620, "barmode": "stack",
-        "margin": {"t": 130, "l": 60, "r": 50, "b": 70},
+        **heading(title, source), "height": 620, "barmode": "stack",
+        "margin": {"t": 100, "l": 75, "r": 50, "b": 195},
         "xaxis": {"type": "log", "domain": [0, 0.42], "title": "bytes moved by one kernel", "ticksuffix": "B",
                   "exponentformat": "SI", "dtick": 1},
         "yaxis": {"type": "log", "title": "duration", "ticksuffix": "s", "exponentformat": "SI", "dtick": 1},
         "xaxis2": {"domain": [0.62, 1], "anchor": "y2", "title": "predicted duration", "ticksuffix": "s",
                    "exponentformat": "SI", "rangemode": "tozero"},
-        "yaxis2": {"anchor": "x2", "autorange": "reversed", "tickfont": {"size": 10}},
+        "yaxis2": {"anchor": "x2", "autorange": "reversed"},
         "shapes": [{"type": "line", "xref": "x", "yref": "paper", "x0": knee, "x1": knee, "y0": 0, "y1": 1,
                     "line": {"dash": "dot", "color": "gray"}}],
         "annotations": [{"text": "", "xref": "paper", "yref": "paper", "x": 0, "y": 1.02, "xanchor": "left",
-                         "yanchor": "bottom", "align": "left", "showarrow": False, "font": {"size": 11}},
+                         "yanchor": "bottom", "align": "left", "showarrow": False},
                         {"text": f"knee {knee / 1e6:.3g} MB", "xref": "x", "yref": "paper", "x": np.log10(knee),
-                         "y": 0.98, "showarrow": False, "xanchor": "left", "font": {"size": 10, "color": "gray"}}],
-        "legend": {"orientation": "h", "x": 0, "y": -0.13, "font": {"size": 10}},
+                         "y": 0.98, "showarrow": False, "xanchor": "left", "font": {"color": "gray"}}],
+        "legend": {"orientation": "h", "x": 0, "y": -0.13},
     }
     fig = with_slider(traces, states, prefix="batch N = ", active=active, layout=layout)
-    fig.layout.sliders[0].update(y=-0.24, pad={"t": 40})  # below the legend
+    fig.layout.sliders[0].update(y=-0.23, pad={"t": 40})  # below the legend
     alt = (f"Left: the byte model's predicted duration on the {spec.name} against bytes moved, flat at the "
            f"launch latency up to a knee near {knee / 1e6:.3g} MB, then rising in proportion to bytes"
            f"{', with the measured points' if shown else ''}; right: the predicted time of a ReLU, a batch "

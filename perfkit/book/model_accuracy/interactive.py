@@ -80,14 +80,14 @@ def family_menu(report: Any = None, *, active: int | str = 0) -> InteractiveFigu
               for _, label, colour, symbol in _SPLITS]
     traces.append(go.Scatter(mode="lines", name="measured = predicted", line={"color": "#888", "dash": "dot"},
                              hoverinfo="skip"))
-    title = heading("Each microbenchmark row: measured against today's model",
+    head = heading("Each microbenchmark row: measured against today's model",
                     f"{report.source}; predicted with {report.spec.name}'s calibrated ceilings")
-    layout = {"title": title, "height": 520, "margin": {"l": 70, "r": 20, "t": 110, "b": 110},
+    layout = {**head, "height": 520, "margin": {"l": 70, "r": 20, "t": 85, "b": 110},
               "xaxis": {"type": "log", "title": "predicted time (s)", "exponentformat": "SI"},
               "yaxis": {"type": "log", "title": "measured time (s)", "exponentformat": "SI"},
               "legend": {"orientation": "h", "x": 0, "y": -0.2},
               "annotations": [{"text": "", "xref": "paper", "yref": "paper", "x": 0, "y": 1.01, "xanchor": "left",
-                               "yanchor": "bottom", "showarrow": False, "font": {"size": 11}}]}
+                               "yanchor": "bottom", "showarrow": False}]}
     fig = with_menu(traces, states, active=active, layout=layout)
     names = [FAMILY_LABELS.get(f, f) for f in families]
     alt = ("Log-log scatter, one family at a time chosen from a menu (" + ", ".join(names) + "): each "

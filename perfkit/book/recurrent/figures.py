@@ -21,8 +21,8 @@ from ...display import Note, show
 from ...provenance import Source, caption, modelled
 from ...published_data.notes import published_absent
 from ...shapes import RNN_GATES
-from ..figures import (book_figure, frame_source, heading, named_frames, new_figure, no_data, shared_legend,
-                       time_axis)
+from ..figures import (MIN_FONT_PT, book_figure, category_ticks, frame_source, heading, named_frames, new_figure,
+                       no_data, shared_legend, time_axis)
 
 __all__ = ["plot_combine_time", "plot_layer_minibatch", "plot_persistent", "plot_rnn_batch", "plot_rnn_hidden",
            "plot_rnn_layers", "plot_rnn_then_now"]
@@ -56,7 +56,7 @@ def plot_combine_time(frame: pd.DataFrame | None, source: Source | str | None = 
         ax.axvline(1024, color="gray", lw=0.8, ls=":")
     axes[0, 0].set_ylabel("TFLOP/s (filled: one GEMM; open: T GEMMs)")
     axes[0, 0].set_yscale("log")
-    axes[0, 0].legend(fontsize=7)
+    axes[0, 0].legend(fontsize=MIN_FONT_PT)
     axes[0, 1].set_yscale("log")
     axes[0, 1].axhline(1, color="gray", lw=0.8)
     axes[0, 1].set_ylabel("speedup: T GEMMs ÷ one GEMM")
@@ -93,14 +93,14 @@ def plot_rnn_hidden(frame: pd.DataFrame | None, source: Source | str | None = No
                 sel = kinds == k
                 ax.plot(g["hidden"][sel], g["tflops"][sel], "os"[j % 2], ms=4, color=colours[k],
                         label=k if j == 0 and ax is axes[0, 0] else None)
-            ax.annotate(f"batch {b}", (g["hidden"].iloc[-1], g["tflops"].iloc[-1]), fontsize=7, ha="left",
+            ax.annotate(f"batch {b}", (g["hidden"].iloc[-1], g["tflops"].iloc[-1]), fontsize=MIN_FONT_PT, ha="left",
                         va="center", xytext=(5, 0), textcoords="offset points")
         ax.set_title(f"{cell} (M = {RNN_GATES[cell]}·H)", fontsize=9)
         ax.margins(x=0.16)  # room for the "batch b" labels right of each line
         ax.set_xlabel("hidden size H")
         ax.grid(True, alpha=0.25)
     axes[0, 0].set_ylabel("TFLOP/s (dashed: model)")
-    axes[0, 0].legend(fontsize=7, title="H is a …", title_fontsize=7)
+    axes[0, 0].legend(fontsize=MIN_FONT_PT, title="H is a …", title_fontsize=MIN_FONT_PT)
     heading(fig, f"Hidden size: the recurrent GEMM (gates·H, batch, H), {frame['dtype'].iloc[0]}", label)
     return fig
 
@@ -181,12 +181,11 @@ def plot_rnn_layers(frame: pd.DataFrame | None, source: Source | str | None = No
     axes[1, 0].set_yscale("log")
     _plain_log_labels(axes[1, 0])
     axes[1, 0].set_ylabel(f"time ÷ {lib}")
-    axes[1, 0].set_xticks(range(len(shapes)), [_shape_label(r) for r in shapes.itertuples()], rotation=90,
-                          fontsize=8 if len(shapes) <= 12 else 6)
+    category_ticks(axes[1, 0], [_shape_label(r) for r in shapes.itertuples()])
     axes[0, 0].set_xticks(range(len(shapes)), [""] * len(shapes))
     for ax in axes[:, 0]:
         ax.grid(True, alpha=0.25)
-    axes[0, 0].legend(fontsize=7)
+    axes[0, 0].legend(fontsize=MIN_FONT_PT)
     heading(fig, f"Whole layers, forward: the library against a loop of GEMMs ({frame['dtype'].iloc[0]})", label)
     return fig
 
@@ -246,9 +245,9 @@ def plot_rnn_then_now(frames: Mapping[str, pd.DataFrame | None], *,
         xs = [x[tuple(r)] for r in f[keys].itertuples(index=False)]
         ax.plot(xs, f["time_s"], "o^vsD"[i % 5], ms=4, ls="none", color=f"C{i}", label=name)
     time_axis(ax, "forward time of the layer", log=True)
-    ax.set_xticks(range(len(shapes)), [_shape_label(r) for r in shapes.itertuples()], rotation=90, fontsize=6)
+    ax.set_xticks(range(len(shapes)), [_shape_label(r) for r in shapes.itertuples()], rotation=90, fontsize=MIN_FONT_PT)
     ax.grid(True, alpha=0.25)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=MIN_FONT_PT)
     heading(ax, title, caption(labels))
     return fig
 
@@ -282,9 +281,9 @@ def plot_layer_minibatch(frames: Mapping[str, pd.DataFrame | None], *,
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
-        ax.set_title(name, fontsize=8)
+        ax.set_title(name, fontsize=MIN_FONT_PT)
     axes[0, 0].set_ylabel("TFLOP/s of the recurrent GEMMs")
-    axes[0, -1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    axes[0, -1].legend(fontsize=MIN_FONT_PT, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     heading(fig, title, caption(labels))
     return fig
 
@@ -311,7 +310,8 @@ def plot_persistent(frame: pd.DataFrame | None, source: Source | str | None = No
         _log2(ax, "minibatch")
         ax.set_yscale("log")
         ax.set_title(f"H = {h}", fontsize=9)
-    axes[0, 0].set_ylabel("TFLOP/s of the recurrence, 2·H²·batch·T / time")
-    axes[0, 0].legend(fontsize=7, title="× at the bottom: refused", title_fontsize=6)
+    axes[0, 0].set_ylabel("TFLOP/s, 2·H²·batch·T / time")
+    axes[0, 0].plot([], [], "x", color="0.3", ms=7, label="refused (× at the bottom)")
+    shared_legend(fig, axes[0])  # below the panels: five narrow panels have no room for it
     heading(fig, f"Persistent RNN: weights kept on chip, T = {int(frame['timesteps'].iloc[0])}", label)
     return fig

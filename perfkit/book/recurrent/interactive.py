@@ -26,7 +26,7 @@ from ...provenance import Source, caption, models_of, published_counterparts, pu
 from ...roofline import gemm_flops
 from ...shapes import RNN_GATES, rnn_gemms
 from ...units import format_time
-from ..interactive import InteractiveFigure, State, heading, rounded, with_slider
+from ..interactive import InteractiveFigure, State, footnote_px, heading, rounded, with_slider
 
 __all__ = ["BATCHES", "FIGURES", "HIDDEN_GRID", "MODEL_SPECS", "SMEM_PER_BLOCK_KIB", "recurrent_step",
            "step_prediction"]
@@ -270,19 +270,17 @@ def recurrent_step(frame: pd.DataFrame | None = None, source: Source | str | Non
     rows = "H" if RNN_GATES[cell] == 1 else f"{RNN_GATES[cell]}H"
     ticks = [1, 2, 4, 8, 16, 32, 64, 128, 256]
     axis_x = {"type": "log", "tickvals": ticks, "ticktext": [str(t) for t in ticks]}
-    top, plot, bottom = 60 + 16 * len(lines), 430, 300  # pixels: title, plot panels, slider + legend + note
+    head = heading(f"One step's recurrent GEMM ({cell}): {rows} × batch × H, {dtype}", lines)
+    top, plot, bottom = 50, 430, 286  # pixels: title, plot panels, slider + legend + note (+ the footnote)
     layout = {
-        "title": dict(heading(f"One step's recurrent GEMM ({cell}): {rows} × batch × H, {dtype}", lines),
-                      y=1 - 14 / (top + plot + bottom), yanchor="top", yref="container"),
-        "height": top + plot + bottom, "margin": {"t": top, "b": bottom},
+        **head, "height": top + plot + bottom + footnote_px(head["footnote"]), "margin": {"t": top, "b": bottom},
         "xaxis": dict(axis_x, domain=[0, 1], anchor="y", showticklabels=False),
         "yaxis": {"type": "log", "range": [low, high], "domain": [0.36, 1.0], "title": {"text": "TFLOP/s"}},
         "xaxis2": dict(axis_x, domain=[0, 1], anchor="y2", matches="x", title={"text": "minibatch (N)"}),
         "yaxis2": {"range": [0, 105], "domain": [0.0, 0.26], "title": {"text": "waves full (%)"}},
-        "legend": {"orientation": "h", "y": -150 / plot, "yanchor": "top", "font": {"size": 11}},
-        "annotations": [{"text": "", "xref": "paper", "yref": "paper", "x": 0, "y": -262 / plot,
-                         "yanchor": "top", "showarrow": False, "xanchor": "left", "align": "left",
-                         "font": {"size": 11}}],
+        "legend": {"orientation": "h", "y": -150 / plot, "yanchor": "top"},
+        "annotations": [{"text": "", "xref": "paper", "yref": "paper", "x": 0, "y": -250 / plot,
+                         "yanchor": "top", "showarrow": False, "xanchor": "left", "align": "left"}],
     }
     active = min(range(len(sizes)), key=lambda i: (abs(sizes[i] - start), sizes[i]))
     fig = with_slider(traces, states, prefix="hidden size H = ", active=active, layout=layout)

@@ -15,7 +15,8 @@ from ...display import Note
 from ...measurement import Measurement
 from ...provenance import Source, live
 from ...units import format_time
-from ..figures import book_figure, frame_source, heading, new_figure, no_data, published_label, single_axes, time_axis
+from ..figures import (MIN_FONT_PT, book_figure, frame_source, heading, new_figure, no_data, published_label,
+                       single_axes, time_axis)
 
 __all__ = ["plot_calibration", "plot_samples", "plot_small_kernels", "plot_timers"]
 
@@ -43,7 +44,7 @@ def plot_timers(frame: pd.DataFrame | None, source: Source | str | None = None, 
     x = np.arange(len(frame))
     for j, (col, name) in enumerate(tools):
         ax.bar(x + j * width, frame[col], width, label=name)
-    ax.set_xticks(x + 0.4 - width / 2, frame["case"], fontsize=8, rotation=15, ha="right")
+    ax.set_xticks(x + 0.4 - width / 2, frame["case"], fontsize=MIN_FONT_PT, rotation=15, ha="right")
     time_axis(ax, "median time per call", log=True)
     values = frame[[col for col, _ in tools]].to_numpy(dtype=float)
     shown = values[np.isfinite(values) & (values > 0)]
@@ -51,7 +52,7 @@ def plot_timers(frame: pd.DataFrame | None, source: Source | str | None = None, 
         low, high = shown.min() / 2.5, shown.max()
         ax.set_ylim(low, high * (high / low) ** 0.3)
     heading(ax, "The same kernels under each timer", label)
-    ax.legend(fontsize=8, loc="upper left", ncol=len(tools))
+    ax.legend(fontsize=MIN_FONT_PT, loc="upper left", ncol=len(tools))
     ax.grid(True, axis="y", which="both", alpha=0.25)
     return ax.figure
 
@@ -72,7 +73,7 @@ def plot_samples(m: Measurement, source: Source | str | None = None, *, ax: Axes
     time_axis(ax, "one call", axis="x")
     ax.set_ylabel("samples")
     heading(ax, f"{m.label}: spread of the samples", source if source is not None else live(m.device or None))
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=MIN_FONT_PT)
     return ax.figure
 
 
@@ -104,7 +105,7 @@ def plot_small_kernels(frame: pd.DataFrame | None, source: Source | str | None =
             ax.axvline(spec.l2_bytes, color="gray", ls="-.", lw=1, label="L2 size" if ax is ax_t else None)
     ax_g.axhline(spec.mem_bandwidth / 1e9, color="gray", ls="--", lw=1.2)
     ax_g.annotate("datasheet bandwidth", (frame["bytes"].min(), spec.mem_bandwidth / 1e9), xytext=(2, 3),
-                  textcoords="offset points", fontsize=7, color="gray")
+                  textcoords="offset points", fontsize=MIN_FONT_PT, color="gray")
     time_axis(ax_t, "time per call" + (" (model)" if model_only else ""), log=True)
     ax_g.set_ylabel("GB/s")
     ax_g.set_ylim(bottom=0)
@@ -113,7 +114,7 @@ def plot_small_kernels(frame: pd.DataFrame | None, source: Source | str | None =
         ax.xaxis.set_major_formatter(EngFormatter(unit="B"))
         ax.set_xlabel("bytes moved per call (read + write)")
         ax.grid(True, which="both", alpha=0.25)
-    ax_t.legend(fontsize=7, loc="upper left")
+    ax_t.legend(fontsize=MIN_FONT_PT, loc="upper left")
     heading(fig, f"Small kernels on the {spec.name}: the launch floor, the L2 and HBM" +
             (" (model only)" if model_only else ""), label)
     return fig
@@ -154,8 +155,8 @@ def plot_calibration(profile: DeviceProfile, source: Source | str, *, dtype: str
     ax.set_xlabel("GEMM timed, in order")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_title(f"The {dtype} matmul search", fontsize=10)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
-    ax.grid(True, alpha=0.25)
+    ax.legend(fontsize=MIN_FONT_PT, loc="upper center", bbox_to_anchor=(0.5, -0.2))  # one column: the
+    ax.grid(True, alpha=0.25)  # two legends side by side keep within their own panel's width
     ax = axes[0, 1]
     if len(rows):
         x = rows["measured_s"].to_numpy(dtype=float)
@@ -172,7 +173,8 @@ def plot_calibration(profile: DeviceProfile, source: Source | str, *, dtype: str
         ax.yaxis.set_major_locator(LogLocator(base=2))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
         ax.yaxis.set_minor_formatter(NullFormatter())
-        ax.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2))
+        ax.legend(fontsize=MIN_FONT_PT, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2), columnspacing=1.0,
+                  handletextpad=0.3)
     ax.set_title("The models on this device", fontsize=10)
     ax.grid(True, which="both", alpha=0.25)
     heading(fig, "Calibration: what this device achieves, and how well the model predicts it", source)

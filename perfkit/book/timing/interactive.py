@@ -123,16 +123,16 @@ def samples_settle(m: Measurement | None = None, *, source: Source | str | None 
                                     f"mean {format_time(f.mean)}")}))
 
     layout = {
-        "title": heading(f"{m.label}: the statistics of the first k samples", source),
+        **heading(f"{m.label}: the statistics of the first k samples", source),
         "xaxis": {"title": "k: samples kept (each dot is sample number k; lines: statistics of the first k)",
                   "range": [0.5, n + 0.5]},
         "yaxis": {"title": "time per call", **_time_axis(m.samples)},
-        "height": 540, "margin": {"t": 130},
+        "height": 540, "margin": {"t": 100, "b": 135},
         "shapes": [{"type": "rect", "xref": "x", "yref": "paper", "x0": n + 0.5, "x1": n + 0.5, "y0": 0, "y1": 1,
                     "fillcolor": "white", "opacity": 0.8, "line": {"width": 0}, "layer": "above"}],
         "annotations": [{"text": "", "xref": "paper", "yref": "paper", "x": 0, "y": 1.09, "showarrow": False,
-                         "xanchor": "left", "yanchor": "bottom", "align": "left", "font": {"size": 12}}],
-        "legend": {"orientation": "h", "x": 0, "y": 1.01, "yanchor": "bottom", "font": {"size": 11}},
+                         "xanchor": "left", "yanchor": "bottom", "align": "left"}],
+        "legend": {"orientation": "h", "x": 0, "y": 1.01, "yanchor": "bottom"},
     }
     figure = with_slider(traces, states, prefix="k = ", active=len(states) - 1, layout=layout)
     alt = (f"The {n} samples of '{m.label}' plotted in the order they were taken, with the median, the IQR band "

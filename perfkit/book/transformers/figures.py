@@ -19,7 +19,7 @@ from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullForma
 
 from ...display import Note
 from ...provenance import Source
-from ..figures import book_figure, frame_source, heading, new_figure, no_data, shared_legend, time_axis
+from ..figures import MIN_FONT_PT, book_figure, frame_source, heading, new_figure, no_data, shared_legend, time_axis
 
 __all__ = ["plot_attention", "plot_attention_memory", "plot_decode", "plot_head_dims"]
 
@@ -111,7 +111,7 @@ def plot_head_dims(frame: pd.DataFrame | None, source: Source | str | None = Non
     ax.set_ylabel(unit + ("" if measured else " (model)"))
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, frameon=False)
+    ax.legend(fontsize=MIN_FONT_PT, frameon=False)
     s = int(frame["seq"].iloc[0])
     heading(fig, f"Attention forward against head dimension: {_shape(frame)}, sequence {s:,}"
             + ("" if measured else " (model only)"), label)
@@ -142,7 +142,7 @@ def plot_attention_memory(frame: pd.DataFrame | None, source: Source | str | Non
     ax.yaxis.set_major_formatter(EngFormatter(unit="B"))
     ax.set_ylabel("bytes")
     _log2_axis(ax, "sequence length (queries = keys)", frame["seq"])
-    ax.legend(fontsize=8, frameon=False)
+    ax.legend(fontsize=MIN_FONT_PT, frameon=False)
     heading(fig, f"Memory of attention against sequence length: {_shape(frame)}", label)
     return fig
 

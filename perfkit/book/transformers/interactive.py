@@ -147,14 +147,14 @@ def decode_roofline(model: Mapping[str, int] = LLAMA2_7B, specs: Sequence[str | 
     title = f"{model_name} decoding: tokens/s against batch, while weights + KV cache fit in memory"
     layout = {
         # the y axis's title is short enough to stay beside the plot (a long one ran up into the heading)
-        "title": heading(title, caption([modelled(s) for s in gpus])), "height": 560,
-        "margin": {"t": 130, "l": 70, "r": 30, "b": 90},
+        **heading(title, caption([modelled(s) for s in gpus])), "height": 560,
+        "margin": {"t": 95, "l": 70, "r": 30, "b": 205},
         "xaxis": {"type": "log", "title": "batch (sequences decoded together)", "dtick": 0.30103},
         "yaxis": {"type": "log", "title": {"text": "predicted tokens/s", "standoff": 8},
                   "exponentformat": "SI"},
         "annotations": [{"text": "", "xref": "paper", "yref": "paper", "x": 0, "y": 1.02, "xanchor": "left",
-                         "yanchor": "bottom", "align": "left", "showarrow": False, "font": {"size": 10}}],
-        "legend": {"orientation": "h", "x": 0, "y": -0.18, "font": {"size": 10}},
+                         "yanchor": "bottom", "align": "left", "showarrow": False}],
+        "legend": {"orientation": "h", "x": 0, "y": -0.18},
     }
     fig = with_slider(traces, states, prefix="context (tokens) = ", active=active, layout=layout)
     fig.layout.sliders[0].update(y=-0.36, pad={"t": 40})
@@ -190,7 +190,7 @@ def attention_split(spec: str | DeviceSpec = "H100-SXM", *, dtype: Any = "bfloat
                      marker={"color": colour}, textposition="inside", insidetextanchor="middle",
                      hovertemplate=f"{name}: %{{text}}<extra></extra>") for name, colour in parts]
     traces.append(go.Scatter(mode="text", y=rows, textposition="middle right", showlegend=False,
-                             textfont={"size": 12}, hoverinfo="skip"))
+                             hoverinfo="skip"))
     states = []
     for s in lengths:
         t = attention_kernels(spec, s, batch=b, heads=h, head_dim=d, dtype=dtype)
@@ -213,7 +213,7 @@ def attention_split(spec: str | DeviceSpec = "H100-SXM", *, dtype: Any = "bfloat
 
     title = f"Attention forward, {b} × {h} heads × d {d}, {dtype}: unfused kernels against one fused kernel"
     fig = bars_with_slider(traces, states, prefix="sequence length s = ", active=active,
-                           title=heading(title, modelled(spec)), x_title="predicted forward time", height=440,
+                           head=heading(title, modelled(spec)), x_title="predicted forward time", height=408,
                            left=140)
     alt = (f"Horizontal bars of attention's predicted forward time on the {spec.name}: the unfused math path split "
            "into its QKᵀ GEMM, its softmax and its PV GEMM, against one fused kernel. Moving the sequence-length "

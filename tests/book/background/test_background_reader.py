@@ -22,8 +22,8 @@ from perfkit.book.background import interactive as background  # noqa: E402
 from perfkit.book.interactive import MAX_HTML_BYTES, SOURCE_CHARS, html_bytes  # noqa: E402
 from perfkit.provenance import modelled  # noqa: E402
 from perfkit.units import TERA, format_time  # noqa: E402
-from figure_helpers import steps as _steps  # noqa: E402
-from testkit import CHAPTERS, A100, H100, V100
+from figure_helpers import state_heading, steps as _steps  # noqa: E402
+from testkit import CHAPTERS, A100, H100, V100, heading_text
 
 OPS = pk.roofline.nvidia_example_operations("float16")
 
@@ -50,14 +50,14 @@ def test_roofline_by_device_places_every_operation_on_every_roof():
         assert data["x"][1] == pytest.approx([spec.ops_per_byte("float16")], rel=1e-4)
         assert max(data["y"][0]) == pytest.approx(spec.peak_flop_s("float16") / TERA, rel=1e-4)
         for line in textwrap.wrap(str(modelled(spec)), SOURCE_CHARS):  # a long source, wrapped
-            assert html.escape(line) in layout["title.text"]
+            assert html.escape(line) in state_heading(fig, layout)
         assert f"{bounds.count('math')} of 5 math-bound on {spec.name}" in layout["annotations[0].text"]
     # The batch-512 layer clears the V100's, H100's and the newest GPUs' ridges but not the L40S's.
     by = {label.split(" (")[0]: data for label, data in steps}
     for gpu in ("V100-SXM2", "H100-SXM", "B200", "MI300X"):
         assert by[gpu][0]["text"][2][0].endswith(": math"), gpu
     assert by["L40S"][0]["text"][2][0].endswith(": memory")
-    assert "model of H100-SXM" in fig.figure.layout.title.text
+    assert "model of H100-SXM" in heading_text(fig)
     assert html_bytes(fig) < MAX_HTML_BYTES
 
 
@@ -121,7 +121,7 @@ def test_gemm_batch_roofline_moves_the_gemm_along_each_roof():
             assert data["text"][point] == [f"{spec.name}: {bound}, {format_time(t)}"]
             assert (bound == "math") == (n >= crossing[spec.name])
         assert f"batch {n}: GEMM 4096×{n}×1024" in layout["annotations[0].text"]
-    assert "model of V100-SXM2" in fig.figure.layout.title.text and "model of H100-SXM" in fig.figure.layout.title.text
+    assert "model of V100-SXM2" in heading_text(fig) and "model of H100-SXM" in heading_text(fig)
     assert html_bytes(fig) < MAX_HTML_BYTES
 
 

@@ -46,7 +46,7 @@ def test_every_registered_figure_builds_with_its_defaults():
     for name, build in interactive.FIGURES.items():
         fig = build()
         assert html_bytes(fig) < MAX_HTML_BYTES, name
-        assert len(fig.states) == 4 and "model of H100-SXM" in fig.figure.layout.title.text
+        assert len(fig.states) == 4 and "model of H100-SXM" in heading_text(fig)
 
 
 def test_one_menu_entry_per_model_in_order(menu, advices):
@@ -63,7 +63,7 @@ def test_each_state_shows_its_models_step_by_kind(menu, advices):
             seconds = layers.loc[layers["op"].map(op_kind) == kind, "predicted_s"].sum()
             assert math.isclose(share, seconds / advice.step_s, rel_tol=1e-4, abs_tol=1e-9), (name, kind)
         assert math.isclose(sum(kinds), 1.0, rel_tol=1e-3)
-        assert pk.units.format_time(advice.step_s) in button["args"][1]["title"]["text"]
+        assert pk.units.format_time(advice.step_s) in button["args"][1]["title.text"]
     shares = {b["label"]: dict(zip(KINDS, b["args"][0]["x"][0])) for b in _buttons(menu)}
     assert shares["LSTM LM"]["rnn"] > 0.5 and shares["GPT-2 (1 layer)"]["rnn"] == 0
     assert shares["ResNet-50"]["conv"] > 0.2 and shares["LSTM LM"]["conv"] == 0

@@ -19,6 +19,8 @@ from perfkit.display import Note, Table
 from perfkit.provenance import modelled
 from perfkit.published_data import traces as pt
 from perfkit.trace import OP_COLUMNS, TRACE_RULES, TraceReport
+from figure_helpers import state_heading
+from testkit import heading_text
 
 H100 = pk.device_spec("H100-SXM")
 SHARED_TRACES = Path(__file__).resolve().parents[3] / ".." / "shared" / "reference" / "traces"
@@ -92,7 +94,7 @@ def test_the_roofs_are_the_datasheet_and_the_achievable_ones():
 
 def test_the_heading_says_what_was_measured_and_what_predicted():
     fig = traces.plot_trace_roofline(_report(), sources={"mine.json": "live on a test GPU"})
-    title = " ".join(fig.figure.layout.title.text.replace("<br>", " ").split())
+    title = " ".join(heading_text(fig).replace("<br>", " ").split())
     assert "live on a test GPU" in title and str(modelled(H100)) in title
     annotation = fig.figure.layout.annotations[0].text
     drawn = 4 * (200 + 600 + 10 + 8) / (4 * (200 + 600 + 10 + 8 + 50))
@@ -187,7 +189,7 @@ def test_the_chapters_figure_draws_every_op_with_flops_of_both_traces(published)
         ops = report.ops
         with_flops = ops[(ops["flops"] > 0) & (ops["class"] != "unmapped")]
         assert sum(len(x) for x in button["args"][0]["x"][:-2]) == len(with_flops)
-        title = button["args"][1]["title"]["text"].replace("<br>", " ")
+        title = state_heading(fig, button["args"][1]).replace("<br>", " ")
         assert "published by AMD TraceLens" in " ".join(title.split())
         assert report.spec.name == "H100-SXM" and traces.trace_name(report) in pt.TRACES
 

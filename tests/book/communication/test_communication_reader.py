@@ -14,7 +14,7 @@ from perfkit.book.communication import analysis, interactive, problems, training
 from perfkit.book.interactive import MAX_HTML_BYTES, html_bytes
 from perfkit.collectives import crossover_bytes
 from figure_helpers import steps
-from testkit import H100
+from testkit import H100, heading_text
 
 P = 124_439_808  # GPT-2 small
 MiB = 2**20
@@ -37,7 +37,7 @@ def test_every_registered_figure_builds_with_its_defaults():
         fig = build()
         assert html_bytes(fig) < MAX_HTML_BYTES, name
         assert len(fig.states) >= 5 and "slider" in fig.alt
-        assert "model of" in fig.figure.layout.title.text
+        assert "model of" in heading_text(fig)
         args = [json.dumps(state, sort_keys=True, default=str) for _, state in steps(fig)]
         assert len(set(args)) == len(args), name  # every state shows something else
 

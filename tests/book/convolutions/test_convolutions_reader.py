@@ -15,7 +15,7 @@ from perfkit.book.convolutions.analysis import DB_COLUMNS, conv_flops, conv_shap
 from perfkit.book.convolutions import interactive as ic
 from perfkit.book.interactive import MAX_HTML_BYTES, html_bytes
 from perfkit.book.convolutions import verdict as vc
-from testkit import CHAPTERS, H100, V100, framed
+from testkit import CHAPTERS, H100, V100, framed, heading_text
 
 CHAPTER = CHAPTERS / "05_convolutions.md"
 
@@ -35,7 +35,7 @@ def _step_y(fig, k: int, trace: int) -> list:
 
 
 def _title(figure) -> str:
-    return html.unescape(figure.figure.layout.title.text)
+    return html.unescape(heading_text(figure))
 
 
 # --- interactive figures ----------------------------------------------------------------------------------
@@ -396,4 +396,4 @@ def test_titles_hang_from_the_top_above_the_plot():
         lines = layout.title.text.count("<br>") + 1
         assert layout.margin.t >= ic.title_px(layout.title.to_plotly_json()) + 30
         assert ic.title_px(layout.title.to_plotly_json()) >= 20 * lines
-    assert figures[1].figure.layout.margin.t > figures[0].figure.layout.margin.t  # one more source line
+    assert figures[1].figure.layout.margin.b > figures[0].figure.layout.margin.b  # one more source line, in the footnote

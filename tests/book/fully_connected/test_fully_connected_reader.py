@@ -16,7 +16,7 @@ from perfkit.book import problems as exercises
 from perfkit.book.fully_connected import experiments as fc_exp
 from perfkit.book.fully_connected import analysis as fc_analysis
 from perfkit.book.fully_connected import interactive as fc
-from perfkit.book.interactive import MAX_HTML_BYTES, figure_json, html_bytes
+from perfkit.book.interactive import MAX_HTML_BYTES, html_bytes
 from testkit import CPU_LIVE, H100, H100_NAME, V100, framed, heading_text
 
 
@@ -45,16 +45,16 @@ def test_every_figure_builds_small_with_its_sources():
         figure = build()
         assert html_bytes(figure) < MAX_HTML_BYTES, name
         assert len(figure.states) >= 20, name
-        title = figure_json(figure)["layout"]["title"]["text"]
+        title = heading_text(figure)
         assert "model of V100-SXM2" in title and "model of H100-SXM" in title, title
         # the heading says where the measured points come from: a recording in data/, or none yet
         assert ("recorded on " in title) != ("no recording of a GPU run" in title), title
-    title = figure_json(fc.FIGURES["batch"]())["layout"]["title"]["text"]
+    title = heading_text(fc.FIGURES["batch"]())
     assert "published by Baidu DeepBench" in title
     if pk.data.has_recording("fc_batch"):  # the 4096 → 4096 layer is the one fc_batch sweeps
         meta = pk.data.load("fc_batch").attrs["meta"]
         assert f"recorded on {meta['device_name']} on {meta['recorded_at'][:10]}" in title
-    assert "published by" not in figure_json(fc.FIGURES["gpt2-head"]())["layout"]["title"]["text"]
+    assert "published by" not in heading_text(fc.FIGURES["gpt2-head"]())
 
 
 def test_states_are_the_models_predictions(square):
@@ -127,7 +127,7 @@ def _live_batch(batches=(16, 128, 1024), device=H100_NAME):
 
 def test_a_gpu_run_is_drawn_and_named():
     figure = fc.batch_explorer({"fc_batch": _live_batch()}, published={"V100": pk.published("deepbench_gemm", "V100-SXM2")})
-    title = figure_json(figure)["layout"]["title"]["text"]
+    title = heading_text(figure)
     assert "live on NVIDIA H100 80GB HBM3, 2026-11-20" in title and "no recording" not in title
     ours = [t for t in figure.figure.data if t.name == "NVIDIA H100 80GB HBM3"]
     assert len(ours) == 1 and list(ours[0].x) == [16, 128, 1024]

@@ -15,7 +15,7 @@ from perfkit.book import problems as exercises
 from perfkit.book.gemm import interactive as igemm
 from perfkit.book.interactive import MAX_HTML_BYTES, InteractiveFigure, html_bytes, rounded
 from perfkit.book.gemm import verdict as vgemm
-from testkit import CHAPTERS, H100, H100_NAME, framed
+from testkit import CHAPTERS, H100, H100_NAME, framed, heading_text
 
 CHAPTER = CHAPTERS / "02_gemm.md"
 TILE = (256, 128)
@@ -145,16 +145,16 @@ def test_states_only_move_layout_so_the_static_curves_stay():
 
 
 def test_provenance_in_the_title():
-    model_only = igemm.waves_figure().figure.layout.title.text
+    model_only = heading_text(igemm.waves_figure())
     assert "model of H100-SXM" in model_only and "model only" in model_only
-    recorded = igemm.waves_figure(waves_frame()).figure.layout.title.text
+    recorded = heading_text(igemm.waves_figure(waves_frame()))
     assert "recorded on NVIDIA H100 80GB HBM3 on 2026-01-02" in recorded
     assert "model of H100-SXM" in recorded
     unknown = waves_frame(device_name="NVIDIA Imaginary GPU", device="NVIDIA Imaginary GPU")
     figure = igemm.waves_figure(unknown)  # no spec to model it with: the reference GPU, no points
-    assert "NVIDIA Imaginary GPU" in figure.figure.layout.title.text and "H100-SXM" in figure.figure.layout.title.text
+    assert "NVIDIA Imaginary GPU" in heading_text(figure) and "H100-SXM" in heading_text(figure)
     assert not any(str(t.name).startswith("measured") for t in figure.figure.data)
-    v100 = igemm.waves_figure(spec="V100-SXM2").figure.layout.title.text
+    v100 = heading_text(igemm.waves_figure(spec="V100-SXM2"))
     assert "V100-SXM2" in v100 and "4096×N×4096" in v100  # 16 rows of tiles on 80 SMs
 
 

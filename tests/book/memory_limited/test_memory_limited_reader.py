@@ -15,7 +15,7 @@ from perfkit.book.memory_limited import convnet, fusion, experiments as memory
 from perfkit.book.memory_limited import interactive as interactive
 from perfkit.book.interactive import MAX_HTML_BYTES, html_bytes
 from perfkit.book.memory_limited import verdict as verdict
-from testkit import H100, H100_NAME, framed
+from testkit import H100, H100_NAME, framed, heading_text
 
 GPU_META = {"experiment": "x", "device_name": H100_NAME, "device": "H100-SXM",
             "device_kind": "gpu", "recorded_at": "2026-01-02T00:00:00+00:00", "complete": True}
@@ -54,8 +54,8 @@ def test_every_registered_figure_builds_with_its_defaults():
         fig = build()
         assert html_bytes(fig) < MAX_HTML_BYTES, name
         assert len(fig.states) >= 10 and fig.name == "memory-time-vs-bytes"
-        assert "model of H100-SXM" in fig.figure.layout.title.text
-        assert "(model only)" in fig.figure.layout.title.text  # no GPU frame given
+        assert "model of H100-SXM" in heading_text(fig)
+        assert "(model only)" in heading_text(fig)  # no GPU frame given
         assert "slider" in fig.alt
 
 
@@ -120,7 +120,7 @@ def test_states_move_only_what_moves(figure):
 def test_measured_points_and_their_source():
     acts = _as_measured(memory.predicted_activations(H100))
     fig = interactive.time_vs_bytes({"activation_sizes": acts, "pool_sizes": None})
-    title = fig.figure.layout.title.text
+    title = heading_text(fig)
     assert "recorded on NVIDIA H100 80GB HBM3" in title and "model of H100-SXM" in title
     assert "(model only)" not in title
     traces = fig.figure.data
@@ -135,7 +135,7 @@ def test_the_frames_gpu_is_the_one_modelled():
     acts = _as_measured(memory.predicted_activations(a100), {**GPU_META, "device": a100.name,
                                                              "device_name": "NVIDIA A100-SXM4-80GB"})
     fig = interactive.time_vs_bytes({"activation_sizes": acts})
-    assert "model of A100" in fig.figure.layout.title.text
+    assert "model of A100" in heading_text(fig)
 
 
 def test_bad_input():

@@ -19,7 +19,7 @@ from perfkit.book.model_accuracy import interactive, problems as acc_problems
 from perfkit.book.model_accuracy.tables import (family_errors, model_steps, peer_steps, published_gemms,
                                                 split_table, targets_table)
 
-from testkit import DATA, REPO
+from testkit import DATA, REPO, heading_text
 
 SOURCE = "recorded on NVIDIA H200 on 2026-11-26"
 
@@ -159,7 +159,7 @@ def test_family_rows_are_what_the_family_table_summarises(tmp_path):
 def test_family_menu_shows_each_family_fit_and_held_out_apart(report):
     fig = interactive.family_menu(report)
     assert fig.states == ["GEMM", "recurrent", "decoding"] and fig.name == "accuracy-family-menu"
-    assert html_bytes(fig) < MAX_HTML_BYTES and "recorded on" in fig.figure.layout.title.text
+    assert html_bytes(fig) < MAX_HTML_BYTES and "recorded on" in heading_text(fig)
     buttons = figure_json(fig)["layout"]["updatemenus"][0]["buttons"]
     gemm = buttons[0]["args"][0]
     assert gemm["x"][0] == pytest.approx([1e-4, 2e-4, 3e-4])  # fitted on: gemm_alignment

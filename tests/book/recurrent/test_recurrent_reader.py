@@ -16,7 +16,7 @@ from perfkit.book.recurrent import analysis as analysis
 from perfkit.book.recurrent import interactive as interactive
 from perfkit.book.interactive import MAX_HTML_BYTES, figure_json, html_bytes
 from perfkit.book.recurrent import verdict as verdicts
-from testkit import H100_NAME, framed
+from testkit import H100_NAME, framed, heading_text
 
 GPU_META = {"experiment": "synthetic", "device_name": H100_NAME, "device_kind": "gpu",
             "recorded_at": "2026-01-01T00:00:00+00:00", "complete": True}
@@ -54,7 +54,7 @@ def test_registered_figure_builds_small_and_labelled():
     fig = interactive.FIGURES["recurrent-step"]()
     assert html_bytes(fig) < MAX_HTML_BYTES
     assert len(fig.states) >= 10 and "2560" in fig.states and "1760" in fig.states  # DeepBench's H added
-    title = fig.figure.layout.title.text
+    title = heading_text(fig)
     assert "model of H100-SXM" in title and "published by Baidu DeepBench" in title
     # one short line each for the curves, the published markers and ours: the publisher said once
     assert title.count("<br>") <= 3 and title.count("published by") == 1
@@ -110,12 +110,12 @@ def test_on_chip_note_follows_the_persistent_plan(step):
 
 def test_our_points_and_the_model_only_heading():
     alone = interactive.recurrent_step(hidden=[512, 1024])
-    assert "none given" in alone.figure.layout.title.text and "model of" in alone.figure.layout.title.text
+    assert "none given" in heading_text(alone) and "model of" in heading_text(alone)
     ours = framed({"cell": "rnn", "hidden": 1024, "batch": [1, 32, 32], "layout": ["NN", "NN", "TN"],
                    "dtype": "float16", "tflops": [1.0, 20.0, 5.0], "time_s": [2e-6, 3e-6, 1e-5]}, GPU_META,
                   experiment="rnn_batch")
     fig = interactive.recurrent_step(ours, hidden=[512, 1024])
-    assert "recorded on NVIDIA H100" in fig.figure.layout.title.text
+    assert "recorded on NVIDIA H100" in heading_text(fig)
     last = len(fig.figure.data) - 1
     steps = _steps(fig)
     assert steps[1]["args"][0]["x"][last] == [1, 32] and steps[1]["args"][0]["y"][last] == [1.0, 20.0]  # NN

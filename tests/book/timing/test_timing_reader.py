@@ -21,7 +21,7 @@ from perfkit.book.interactive import MAX_HTML_BYTES, html_bytes  # noqa: E402
 from perfkit.book.timing.figures import plot_timers  # noqa: E402
 from perfkit.units import format_percent, format_time  # noqa: E402
 from figure_helpers import steps as _steps  # noqa: E402
-from testkit import CHAPTERS
+from testkit import CHAPTERS, heading_text
 
 #: Four calls of 2 ms, then one of 20 ms, and again: the chapter's "sometimes slow" function.
 SLOW_EVERY_FIFTH = np.array([0.020 if i % 5 == 4 else 0.002 + 1e-6 * i for i in range(30)])
@@ -54,7 +54,7 @@ def test_samples_settle_reads_out_the_statistics_of_the_first_k():
     for j, med, p25, p75 in zip(d[3].x, d[3].y, d[1].y, d[0].y):
         first = pk.Measurement(SLOW_EVERY_FIFTH[:j])
         assert (med, p25, p75) == pytest.approx((first.median, first.p25, first.p75), rel=1e-4)
-    assert "live on CPU (test), 2026-11-22" in fig.figure.layout.title.text
+    assert "live on CPU (test), 2026-11-22" in heading_text(fig)
 
 
 def test_samples_settle_axis_shows_every_sample_with_format_time_ticks():
@@ -83,7 +83,7 @@ def test_samples_settle_default_is_a_live_cpu_measurement_dated_today():
     before = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
     fig = timing.samples_settle()
     after = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
-    title = fig.figure.layout.title.text
+    title = heading_text(fig)
     # the run may straddle midnight (UTC): its date is the one before or after it
     assert "live on" in title and (before in title or after in title) and pk.devices.cpu_name() in title
     assert len(fig.states) >= 2

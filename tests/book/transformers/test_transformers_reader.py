@@ -15,7 +15,7 @@ from perfkit.book.interactive import MAX_HTML_BYTES, html_bytes
 from perfkit.book.transformers import decoding, interactive
 from perfkit.book.transformers import problems
 from figure_helpers import steps
-from testkit import H100, V100
+from testkit import H100, V100, heading_text
 
 P, LAYERS, HEADS, D = 6_740_000_000, 32, 32, 128  # LLaMA-2-7B
 BF16 = 2  # bytes per bfloat16 value
@@ -43,7 +43,7 @@ def test_every_registered_figure_builds_with_its_defaults():
         fig = build()
         assert html_bytes(fig) < MAX_HTML_BYTES, name
         assert len(fig.states) >= 5 and "slider" in fig.alt
-        assert "model of H100-SXM" in fig.figure.layout.title.text
+        assert "model of H100-SXM" in heading_text(fig)
         args = [json.dumps(state, sort_keys=True, default=str) for _, state in steps(fig)]
         assert len(set(args)) == len(args), name  # every state shows something else
 
@@ -55,7 +55,7 @@ LINES = [(H100, "bfloat16", 32), (H100, "bfloat16", 8), (V100, "float16", 32), (
 def test_decode_states_are_the_contexts_and_open_at_2048(decode):
     assert decode.states == [str(c) for c in interactive.CONTEXTS]
     assert interactive.CONTEXTS[decode.figure.layout.sliders[0].active] == 2048
-    assert "V100-SXM2" in decode.figure.layout.title.text
+    assert "V100-SXM2" in heading_text(decode)
     names = [t.name for t in decode.figure.data[::2]]
     assert names[0].startswith("H100-SXM, MHA (32 K/V heads), bfloat16")
     assert names[3].startswith("V100-SXM2, GQA 8 (8 K/V heads), float16")  # a V100 has no bfloat16 peak

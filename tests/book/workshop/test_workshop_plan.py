@@ -38,7 +38,7 @@ def test_check_plan_refuses_a_wrong_total_or_an_unknown_lab():
     with pytest.raises(ValueError, match="add up to 180 minutes, not 181"):
         plan.check_plan(workshop.THREE_HOUR, 181)
     with pytest.raises(ValueError, match="labs that do not exist"):
-        plan.check_plan((workshop.Block("x", 10, "y", "labs/99_none"),), 10)
+        plan.check_plan((workshop.Block("x", 10, "labs/99_none"),), 10)
 
 
 def test_every_assigned_problem_has_an_answer():
@@ -90,6 +90,13 @@ def test_teaching_page_follows_the_plan():
             assert f"`{i}`" in TEACH, f"the teaching page does not assign {i}"
 
 
+def test_teaching_page_describes_each_block_of_the_one_day_variant():
+    three = {b.title for b in workshop.THREE_HOUR}
+    for b in workshop.ONE_DAY:
+        if b.title not in three and not b.is_break:
+            assert f"**{b.title} ({b.minutes} min)**" in TEACH, f"the one-day block {b.title!r} is not described"
+
+
 def _numbers(blocks):
     n, out = 0, []
     for b in blocks:
@@ -116,3 +123,17 @@ def test_lab_code_fits_a_slide(lab):
     shown = [c for c in nb.cells if c.cell_type == "code" and "remove-cell" not in c.metadata.get("tags", [])]
     wide = [line for c in shown for line in c.source.splitlines() if len(line) > SLIDE_CODE_CHARS]
     assert not wide, f"{lab}: code lines wider than a slide ({SLIDE_CODE_CHARS} characters): {wide}"
+
+
+def test_the_decoding_pitfall_states_the_memory_the_run_needs():
+    """Block 4's pitfall and lab 4 say 6 GB: what decode_steps' quick run refuses below, on a GPU."""
+    import perfkit as pk
+    from perfkit import placement
+    from perfkit.book.transformers import decoding
+
+    with placement.use(device="cuda", spec=pk.device_spec("T4"), tensor_device="meta", free_bytes=16e9):
+        model = decoding.decode_model("cuda")
+        need = max(decoding._decode_need(model, kv, 64, 1024, 4, "float16") for kv in (32, 8))
+    assert round(need / 1e9) == 6
+    assert "up to 6 GB of GPU memory" in TEACH and "6 GB" in (REPO / "labs" / "04_transformers.md").read_text()
+    assert workshop.quick_settings("decode_steps", pk.device_spec("T4")) == {"quick": True, "dtype": "float16"}

@@ -49,8 +49,10 @@ LAB_MDS = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "labs").glob("*
 # Every MyST notebook: the chapters, the landing page, the rules page, the teaching page and the labs
 # (paired with an .ipynb for Colab too).
 NOTEBOOK_MDS = ["intro.md", "rules.md", *CHAPTER_MDS, "teach.md", *LAB_MDS]
-#: The workshop kit's pages: the teaching page and its labs (a part of their own, for teachers).
-WORKSHOP_FILES = [e for e in TOC_FILES if e == "teach" or e.startswith("labs/")]
+#: The workshop kit's pages: the teaching page and its labs (a part of their own, for teachers; the
+#: labs are the teaching page's sections, tests/book/workshop/ checks).
+TOC_LABS = [entry for entry in TOC_FILES if entry.startswith("labs/")]
+WORKSHOP_FILES = ["teach", *TOC_LABS]
 
 
 def _skip_or_fail(reason: str):
@@ -712,7 +714,7 @@ def test_interactive_figures_move_without_a_kernel(page_facts, entry):
             assert changed is True, f"{entry}: moving the {control} of {fig['name']} did not change the figure ({changed})"
 
 
-@pytest.mark.parametrize("entry", [*TOC_CHAPTERS, *(e for e in WORKSHOP_FILES if e.startswith("labs/"))])
+@pytest.mark.parametrize("entry", [*TOC_CHAPTERS, *TOC_LABS])
 def test_solutions_are_folded(page_facts, entry):
     f = page_facts(entry)
     solutions = [d for d in f["dropdowns"] if d[1].startswith("Solution")]
@@ -852,26 +854,6 @@ def test_page_weight(site, entry):
 # The labs' slide decks: perfkit/book/slides.py (a Sphinx extension of the build) writes
 # _build/html/slides/<name>.slides.html for every labs/ page of the table of contents.
 
-TOC_LABS = [entry for entry in TOC_FILES if entry.startswith("labs/")]
-NO_LABS = ("_toc.yml lists no labs/ page yet (the workshop labs have not landed), so the build writes no "
-           "slide deck to check")
-
-
-def _labs_page() -> str:
-    """The toc entry the labs are sections of (the page that links their decks); "teach" if none is."""
-    def walk(node):
-        if isinstance(node, list):
-            return next((found for child in node if (found := walk(child))), None)
-        if not isinstance(node, dict):
-            return None
-        children = [c for key in ("chapters", "sections", "parts") for c in node.get(key) or []]
-        if "file" in node and any(isinstance(c, dict) and str(c.get("file", "")).startswith("labs/")
-                                  for c in children):
-            return re.sub(r"\.(md|ipynb)$", "", node["file"])
-        return walk(children)
-
-    return walk(load_yaml("_toc.yml")) or "teach"
-
 
 def _deck_entry(entry: str) -> str:
     """The site path of lab ``entry``'s deck without ``.html`` (``slides/01_name.slides``)."""
@@ -880,11 +862,10 @@ def _deck_entry(entry: str) -> str:
     return deck_path("", entry).as_posix().removesuffix(".html")
 
 
-@pytest.mark.skipif(not TOC_LABS, reason=NO_LABS)
 def test_every_lab_has_a_slide_deck_linked_from_its_page(site):
     import posixpath
 
-    page = _labs_page()
+    page = "teach"
     html = (site / f"{page}.html").read_text(encoding="utf-8")
     hrefs = {h.removeprefix("./") for h in re.findall(r'href="([^"#]*)', html)}
     for entry in TOC_LABS:
@@ -896,8 +877,7 @@ def test_every_lab_has_a_slide_deck_linked_from_its_page(site):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not TOC_LABS, reason=NO_LABS)
-@pytest.mark.parametrize("entry", TOC_LABS or ["labs/"])
+@pytest.mark.parametrize("entry", TOC_LABS)
 def test_slide_deck_runs_in_the_browser(open_page, npm_cdn, entry):
     """reveal.js starts in the deck (answered from its npm tarball), shows ≥ 2 slides and moves on a key."""
     cdn, why = npm_cdn

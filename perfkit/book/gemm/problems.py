@@ -26,10 +26,10 @@ SMALL_MK, SMALL_N, LARGE_N = 2560, 16, 128
 EFFECTS = ("alignment", "tile quantization", "wave quantization", "memory-bound")
 
 
-def _first_two_wave_n(sms: int) -> int:
-    """The smallest N whose TILE tiles need two waves at M = WAVE_M on ``sms`` SMs."""
+def first_two_wave_n(sms: int, M: int = WAVE_M) -> int:
+    """The smallest N whose TILE tiles need two waves at ``M`` rows on ``sms`` SMs."""
     n = 1
-    while wave_quantization(WAVE_M, n, TILE, sms).waves < 2:
+    while wave_quantization(M, n, TILE, sms).waves < 2:
         n += 1
     return n
 
@@ -53,7 +53,7 @@ def _padding_removes() -> str:
 
 def _step_ratio() -> float:
     spec = device_spec(H100)
-    n = _first_two_wave_n(spec.sms)
+    n = first_two_wave_n(spec.sms)
     return (predict_gemm_time(WAVE_M, n, WAVE_K, "float16", spec, TILE, layout=WAVE_LAYOUT)
             / predict_gemm_time(WAVE_M, n - 1, WAVE_K, "float16", spec, TILE, layout=WAVE_LAYOUT))
 
@@ -73,16 +73,16 @@ EXERCISES: list[Exercise] = [
         "gemm-1", CHAPTER,
         "An H100 SXM has 132 SMs. With 256×128 tiles and M = 3072, what is the smallest N whose tiles "
         "need a second wave?",
-        lambda: _first_two_wave_n(device_spec(H100).sms), unit="columns", rel_tol=0, close_tol=0.05,
+        lambda: first_two_wave_n(device_spec(H100).sms), unit="columns", rel_tol=0, close_tol=0.05,
         fmt="{:,.0f}",
         hint="M = 3072 gives 12 rows of tiles, so one wave of 132 tiles holds 11 tile columns; a partial "
              "tile column counts as a whole one. Check with pk.wave_quantization(3072, N, (256, 128), 132).",
-        mistakes=((lambda: _first_two_wave_n(device_spec(H100).sms) - 1,
+        mistakes=((lambda: first_two_wave_n(device_spec(H100).sms) - 1,
                    "at that N the 11 tile columns hold exactly 132 tiles, one full wave."),
-                  (lambda: _first_two_wave_n(device_spec(H100).sms) + TILE[1] - 1,
+                  (lambda: first_two_wave_n(device_spec(H100).sms) + TILE[1] - 1,
                    "that fills the 12th tile column, but a single extra column already opens it: a partly "
                    "empty tile counts as a whole one."),
-                  (lambda: _first_two_wave_n(device_spec("A100-SXM4-80GB").sms),
+                  (lambda: first_two_wave_n(device_spec("A100-SXM4-80GB").sms),
                    "that is the A100's answer (108 SMs); the H100 SXM has 132.")),
     ),
     Exercise(
@@ -119,8 +119,8 @@ EXERCISES: list[Exercise] = [
         hint="pk.predict_gemm_time(3072, N, 4096, 'float16', spec, tile=(256, 128), layout='NTT') for both "
              "N (in 'NN' an odd N is also an unaligned leading dimension); the figure's slider shows the "
              "same wave step.",
-        mistakes=((lambda: (_first_two_wave_n(device_spec(H100).sms)
-                            / (_first_two_wave_n(device_spec(H100).sms) - 1)),
+        mistakes=((lambda: (first_two_wave_n(device_spec(H100).sms)
+                            / (first_two_wave_n(device_spec(H100).sms) - 1)),
                    "that is the ratio of the work; the 12 extra tiles run in a second wave that costs as "
                    "long as the first."),)),
     Exercise(

@@ -34,6 +34,7 @@ from ...devices import DeviceSpec
 from ...dtypes import canonical_dtype
 from ...experiments import registry
 from ...measurement import Measurement
+from ...units import format_time
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -64,15 +65,7 @@ class RunEstimate:
     unpriced: int  # timed calls whose op could not run on meta tensors (priced at the bench's overhead)
 
     def __str__(self) -> str:
-        return f"about {_say_s(self.run_s)} on {self.device} ({self.points} timed points; perfkit's models)"
-
-
-def _say_s(seconds: float) -> str:
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.1f} min"
+        return f"about {format_time(self.run_s)} on {self.device} ({self.points} timed points; perfkit's models)"
 
 
 @functools.lru_cache(maxsize=1)

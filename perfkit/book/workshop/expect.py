@@ -70,17 +70,14 @@ def _gemm(t4: DeviceSpec, rec: Mapping[str, pd.DataFrame]) -> list[tuple]:
 
 
 def _memory(t4: DeviceSpec, rec: Mapping[str, pd.DataFrame]) -> list[tuple]:
-    act = rec["activation_sizes"]
-    rows = []
-    for n, what in ((2**14, "time"), (2**24, "bandwidth")):
-        r = _one(act, "activation_sizes", op="relu", elements=n, **{"pass": "forward"})
-        t4_s = predict_layer_time("relu", (n,), "float16", t4)  # FP16 on a T4: the bytes of the H200's BF16
-        if what == "time":
-            rows.append(("ReLU forward, 2^14 elements, microseconds", t4_s * 1e6, r["time_s"] * 1e6))
-        else:
-            rows.append(("ReLU forward, 2^24 elements, GB/s", layer_bytes("relu", (n,), "float16") / t4_s / 1e9,
-                         r["gbps"]))
-    return rows
+    def relu(n: int) -> tuple[float, pd.Series]:  # FP16 on a T4: the bytes of the H200's BF16
+        r = _one(rec["activation_sizes"], "activation_sizes", op="relu", elements=n, **{"pass": "forward"})
+        return predict_layer_time("relu", (n,), "float16", t4), r
+
+    small_s, small = relu(2**14)
+    big_s, big = relu(2**24)
+    return [("ReLU forward, 2^14 elements, microseconds", small_s * 1e6, small["time_s"] * 1e6),
+            ("ReLU forward, 2^24 elements, GB/s", layer_bytes("relu", (2**24,), "float16") / big_s / 1e9, big["gbps"])]
 
 
 def _decode(t4: DeviceSpec, rec: Mapping[str, pd.DataFrame]) -> list[tuple]:

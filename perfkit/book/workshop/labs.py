@@ -22,6 +22,7 @@ from ...calibration import calibrate
 from ...devices import DeviceSpec, current_device, device_spec
 from ...display import Note, note, show
 from ...experiments import registry
+from ...units import format_time
 from .estimate import RunEstimate, estimate_run
 from .plan import LIVE
 
@@ -130,20 +131,16 @@ def live(name: str, spec: DeviceSpec) -> pd.DataFrame | None:
     try:  # a sweep that does not fit the free memory (a shared GPU) is refused before anything is allocated
         here, t4 = estimates(name, spec)
         where = "this GPU" if spec.kind == "gpu" else "this CPU"
-        print(f"{name}: {here.points} points; expected about {_secs(here.run_s)} on {where}, "
-              f"about {_secs(t4.run_s)} on a T4 (perfkit's models, before running)")
+        print(f"{name}: {here.points} points; expected about {format_time(here.run_s)} on {where}, "
+              f"about {format_time(t4.run_s)} on a T4 (perfkit's models, before running)")
         t0 = time.perf_counter()
         with placement.use(spec=spec):
             frame = experiment(**quick_settings(name, spec))
     except ValueError as e:
         show(note(f"{name} was not run: {e}. The rest of the lab runs.", title="Skipped"))
         return None
-    print(f"{name}: took {_secs(time.perf_counter() - t0)}")
+    print(f"{name}: took {format_time(time.perf_counter() - t0)}")
     return frame
-
-
-def _secs(seconds: float) -> str:
-    return f"{seconds:.1f} s" if seconds < 60 else f"{seconds / 60:.1f} min"
 
 
 #: Every experiment some lab runs live.

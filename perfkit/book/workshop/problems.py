@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from ...devices import device_spec
 from ...memory_model import layer_bytes, predict_layer_time
-from ...quantization import wave_quantization
 from ...roofline import math_bound_batch
 from ...transformer import predict_decode_time
 from ..exercise import Exercise
+from ..gemm.problems import TILE, first_two_wave_n
 
 T4 = "T4"
-TILE = (256, 128)
 #: Lab 2: rows of the GEMM (four rows of 256-row tiles).
 WAVE_M = 1024
 #: Lab 3: elements of the ReLU (2^24, FP16: 32 MiB read and written).
@@ -21,13 +20,6 @@ RELU_ELEMENTS = 2**24
 #: Lab 4: LLaMA-2-7B in FP16 (13.5 GB: it fits a T4's 16 GB), 1024 tokens of context.
 LLAMA = dict(params=6_738_415_616, layers=32, kv_heads=32, head_dim=128)
 CONTEXT = 1024
-
-
-def _first_two_wave_n(sms: int) -> int:
-    n = 1
-    while wave_quantization(WAVE_M, n, TILE, sms).waves < 2:
-        n += 1
-    return n
 
 
 def _relu_us(spec: str = T4) -> float:
@@ -56,13 +48,14 @@ EXERCISES: list[Exercise] = [
         "lab-2", "labs/02_gemm",
         f"A T4 has 40 SMs. With 256×128 tiles and M = {WAVE_M}, what is the smallest N whose tiles need a "
         "second wave?",
-        lambda: _first_two_wave_n(device_spec(T4).sms), unit="columns", rel_tol=0, close_tol=0.05, fmt="{:,.0f}",
+        lambda: first_two_wave_n(device_spec(T4).sms, WAVE_M), unit="columns", rel_tol=0, close_tol=0.05,
+        fmt="{:,.0f}",
         hint=f"M = {WAVE_M} is {WAVE_M // TILE[0]} rows of tiles, so a wave of 40 tiles holds "
              f"{40 // (WAVE_M // TILE[0])} tile columns; a partial column counts as a whole one. Check with "
              f"pk.wave_quantization({WAVE_M}, N, (256, 128), 40).",
-        mistakes=((lambda: _first_two_wave_n(device_spec(T4).sms) - 1,
+        mistakes=((lambda: first_two_wave_n(device_spec(T4).sms, WAVE_M) - 1,
                    "at that N the tile columns hold exactly 40 tiles: one full wave."),
-                  (lambda: _first_two_wave_n(device_spec("H100-SXM").sms),
+                  (lambda: first_two_wave_n(device_spec("H100-SXM").sms, WAVE_M),
                    "that is the H100's answer (132 SMs); the T4 has 40."))),
     Exercise(
         "lab-3", "labs/03_memory_bound",

@@ -60,6 +60,9 @@ EXPERIMENTS: dict[str, str] = {
     "activation_sizes": "perfkit.book.memory_limited.experiments",
     "batchnorm_sizes": "perfkit.book.memory_limited.experiments",
     "pool_sizes": "perfkit.book.memory_limited.experiments",
+    "batchnorm_channels": "perfkit.book.memory_limited.op_sweeps",
+    "layernorm_sizes": "perfkit.book.memory_limited.op_sweeps",
+    "embedding_sizes": "perfkit.book.memory_limited.op_sweeps",
     "fusion_chains": "perfkit.book.memory_limited.fusion",
     "attention_backends": "perfkit.book.transformers.experiments",
     "attention_head_dims": "perfkit.book.transformers.experiments",
@@ -67,6 +70,8 @@ EXPERIMENTS: dict[str, str] = {
     "collective_sizes": "perfkit.book.communication.experiments",
     "advisor_layers": "perfkit.book.check_your_model.experiments",
     "advisor_fixes": "perfkit.book.check_your_model.experiments",
+    "model_op_dtypes": "perfkit.book.check_your_model.op_dtypes",
+    "model_steps": "perfkit.book.check_your_model.steps",
 }
 
 __all__ = ["CHAPTERS", "EXPERIMENTS"]

@@ -158,13 +158,13 @@ def _batchnorm_fns(shape, layout: str, dtype: str, device: str):
     import torch
     import torch.nn.functional as F
 
-    gen = torch.Generator(device=device).manual_seed(0)
-    x = torch.randn(shape, generator=gen, device=device, dtype=torch_dtype(dtype))
+    on, gen = seeded_on(device)  # a pretend GPU's tensors on meta (placement.tensor_device)
+    x = torch.randn(shape, generator=gen, device=on, dtype=torch_dtype(dtype))
     if layout == "NHWC":
         x = x.contiguous(memory_format=torch.channels_last)
     x.requires_grad_(True)
-    w, b = (torch.full((shape[1],), v, device=device, requires_grad=True) for v in (1.0, 0.0))
-    mean, var = torch.zeros(shape[1], device=device), torch.ones(shape[1], device=device)
+    w, b = (torch.full((shape[1],), v, device=on, requires_grad=True) for v in (1.0, 0.0))
+    mean, var = torch.zeros(shape[1], device=on), torch.ones(shape[1], device=on)
 
     def forward():
         return F.batch_norm(x, mean, var, w, b, training=True)
@@ -193,23 +193,32 @@ def batchnorm_sizes(*, shapes=None, layouts=LAYOUTS, dtype="bfloat16", device="a
     ``quick``: 4 of them; CPU: up to 4×64×56×56 in float32."""
     device, d = _setup(device, dtype)
     dims = _shapes(shapes, device, quick, _BN_GPU, _BN_QUICK, 5)
+    return _batchnorm_sweep(dims, layouts, d, device, "batchnorm_sizes", on_row, progress)
+
+
+def _batchnorm_sweep(dims: list[tuple], layouts: Any, dtype: str, device: str, what: str, on_row, progress: bool,
+                    ) -> pd.DataFrame:
+    """The rows of a batch-norm experiment (``what``): each shape of ``dims``, layout and pass (layouts checked,
+    memory checked before anything is allocated)."""
     lays = sequence_of("layouts", layouts, lambda n, v: one_of(n, v, ("nchw", "nhwc")).upper())
-    ensure_fits(6 * max(math.prod(s) for s in dims) * itemsize(d), device, what="batchnorm_sizes")
+    ensure_fits(6 * max(math.prod(s) for s in dims) * itemsize(dtype), device, what=what)
     spec = measured_spec(device, cpu=False)
     points = [(s, lay, p) for s in dims for lay in lays for p in _PASSES]
+    return sweep(points, lambda point: _batchnorm_row(*point, dtype, device, spec), on_row=on_row,
+                 progress=progress, desc=what.replace("_", " "))
 
-    def measure(point):
-        shape, lay, p = point
-        forward, backward, impl = _batchnorm_fns(shape, lay, d, device)
-        m = lean_bench(forward if p == "forward" else backward, device, f"batch norm {p} {lay} {shape} {d}")
-        nbytes = {k: layer_bytes("batchnorm", shape, d, pass_=p, persistent=k) for k in (True, False)}
-        pred = {k: _predict(predict_layer_time, "batchnorm", shape, d, spec=spec, pass_=p, persistent=k)
-                for k in (True, False)}
-        return {"layout": lay, "pass": p, **dict(zip("NCHW", shape)), "elements": math.prod(shape), "dtype": d,
-                "impl": impl, "bytes_persistent": nbytes[True], "bytes_two_pass": nbytes[False], **timing_row(m),
-                "gbps": m.gbps(nbytes[True]), "predicted_s": pred[True], "predicted_two_pass_s": pred[False]}
 
-    return sweep(points, measure, on_row=on_row, progress=progress, desc="batch norm")
+def _batchnorm_row(shape, layout: str, pass_: str, dtype: str, device: str, spec: DeviceSpec | None) -> dict[str, Any]:
+    """One measured :data:`_BN_COLUMNS` row: ``pass_`` of training batch norm on a ``layout`` input."""
+    forward, backward, impl = _batchnorm_fns(shape, layout, dtype, device)
+    m = lean_bench(forward if pass_ == "forward" else backward, device, f"batch norm {pass_} {layout} {shape} {dtype}")
+    nbytes = {k: layer_bytes("batchnorm", shape, dtype, pass_=pass_, persistent=k) for k in (True, False)}
+    pred = {k: _predict(predict_layer_time, "batchnorm", shape, dtype, spec=spec, pass_=pass_, persistent=k)
+            for k in (True, False)}
+    return {"layout": layout, "pass": pass_, **dict(zip("NCHW", shape)), "elements": math.prod(shape),
+            "dtype": dtype, "impl": impl, "bytes_persistent": nbytes[True], "bytes_two_pass": nbytes[False],
+            **timing_row(m), "gbps": m.gbps(nbytes[True]), "predicted_s": pred[True],
+            "predicted_two_pass_s": pred[False]}
 
 
 def _pool_fn(kind: str, window: str, pass_: str, shape, dtype: str, device: str):

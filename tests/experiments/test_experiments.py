@@ -39,7 +39,9 @@ TESTED_ELSEWHERE = {"fc_passes": "test_fc.py", "fc_batch": "test_fc.py", "fc_fea
                     "advisor_fixes": "test_advisor_experiments.py",
                     **dict.fromkeys(["attention_backends", "attention_head_dims", "decode_steps"],
                                     "test_transformer_experiments.py"),
-                    "collective_sizes": "test_communication_experiments.py"}
+                    "collective_sizes": "test_communication_experiments.py",
+                    **dict.fromkeys(["batchnorm_channels", "layernorm_sizes", "embedding_sizes"], "test_op_sweeps.py"),
+                    "model_op_dtypes": "test_op_dtypes.py", "model_steps": "test_steps.py"}
 quiet = pytest.mark.filterwarnings("ignore::perfkit.timing.NoiseWarning")
 
 
@@ -236,7 +238,7 @@ INVALID = {
     "dtype": ["float13", 16, None], "dtypes": [("float13",), (), ("float16", 3), "float13"],
     **dict.fromkeys(["M", "N", "K", "K_center", "span", "max_waves", "spin_cycles", "in_features",
                      "out_features", "vocab", "tokens", "center", "fixed", "size", "image", "hidden", "batch",
-                     "timesteps", "heads", "head_dim", "seq", "context"], _SIZE),
+                     "timesteps", "heads", "head_dim", "seq", "context", "dim", "steps"], _SIZE),
     **dict.fromkeys(["batches", "multiples", "channels", "elements", "seqs", "head_dims"], _SIZES),
     "tile": [(0, 128), (128,), "big"], "tiles": [((0, 128),), (), ((128,),)],
     "shapes": [[(0, 0, 0, 0)], [], 5, [(8, 8)]],

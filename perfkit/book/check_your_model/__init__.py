@@ -2,8 +2,9 @@
 
 Its experiments (registered for the recorder), frame analysis and figures are importable from here
 (``from perfkit.book import check_your_model``); its modules: ``experiments``, ``figures``,
-``problems``, ``interactive``, ``traces`` (a diagnosed profiler trace: its roofline and time sinks). Each is imported when first asked for (:mod:`perfkit.book.lazy`):
-importing the experiments draws nothing.
+``problems``, ``interactive``, ``traces`` (a diagnosed profiler trace: its roofline and time sinks),
+``steps`` (whole training steps measured, ``model_steps``, against the advisor and the ops timed alone).
+Each is imported when first asked for (:mod:`perfkit.book.lazy`): importing the experiments draws nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ __all__ = ["MODELS", "advisor_fixes", "advisor_layers", "finding_savings", "larg
            "FAMILIES", "FITTED", "family_rows", "family_table", "predict_rows", "TARGETS", "Report", "validation_report", "targets",
            "print_report", "peer_table", "plot_validation", "peer_steps", "peer_ops",
            "experiments", "figures", "held_out", "families", "report", "validation_figures", "peers", "problems",
-           "interactive", "traces", "diagnosed", "plot_trace_roofline", "sinks_table", "top_sinks"]
+           "interactive", "traces", "diagnosed", "plot_trace_roofline", "sinks_table", "top_sinks",
+           "steps", "STEP_MODELS", "model_steps", "score_steps", "step_gaps", "step_inputs", "whole_step_ratios"]
 
 #: Each module of the folder → the names it provides here, imported when first asked for.
 _MODULES = {
@@ -31,6 +33,7 @@ _MODULES = {
     "problems": [],
     "interactive": [],
     "traces": ["diagnosed", "plot_trace_roofline", "sinks_table", "top_sinks"],
+    "steps": ["STEP_MODELS", "model_steps", "score_steps", "step_gaps", "step_inputs", "whole_step_ratios"],
 }
 
 __getattr__, __dir__ = lazy(__name__, _MODULES)

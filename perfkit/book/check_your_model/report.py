@@ -4,6 +4,8 @@
 (:mod:`.families`, with the recordings each model was fitted on marked ``fit``), the real models' ops and
 steps and the recorded fixes (:mod:`.held_out`, the score set: nothing is fitted to them), on the
 recording's GPU with its calibration and, for the fix the issue names, on an uncalibrated ``H100-SXM``.
+The step targets judge the whole measured step (``model_steps``, :mod:`.steps`: forward + backward run
+as one step, re-predicted today) where it was recorded, else the sum of the ops timed alone.
 :func:`targets` judges the numbers against :data:`TARGETS`; :func:`print_report` prints it all. A
 recording that cannot be read (a CSV without its metadata) is listed with the reason, never skipped
 silently. Units: seconds.
@@ -25,6 +27,7 @@ from ...units import format_time
 from .families import FAMILIES, FITTED, family_rows, family_table
 from .held_out import MIN_SAVING_S, fix_summary, score_fixes, score_ops, step_ratios
 from .peers import peer_steps
+from .steps import score_steps
 
 __all__ = ["TARGETS", "Report", "peer_table", "print_report", "targets", "validation_report"]
 
@@ -55,6 +58,7 @@ class Report:
     steps: pd.DataFrame | None = None
     fixes: pd.DataFrame | None = None
     fixes_uncalibrated: pd.DataFrame | None = None
+    whole_steps: pd.DataFrame | None = None  # model_steps re-predicted (steps.score_steps): the step targets' source
     rows: pd.DataFrame | None = None  # every microbenchmark row with its prediction (families.family_rows)
     problems: list[str] = field(default_factory=list)  # recordings that could not be read
     notes: list[str] = field(default_factory=list)  # what is not scored for want of a recording
@@ -99,6 +103,10 @@ def validation_report(root: Any = None, *, models: bool = True, uncalibrated: st
                 report.fixes_uncalibrated = score_fixes(frames["advisor_fixes"], device_spec(uncalibrated))
         elif models:
             report.notes.append(f"no advisor_layers/advisor_fixes on {slug}: the real models are not scored")
+        if models and "model_steps" in frames:
+            report.whole_steps = score_steps(frames["model_steps"], spec, report.ops)
+        elif models:
+            report.notes.append(f"no model_steps recording on {slug}: the step is the sum of the ops timed alone")
         reports.append(report)
     return reports
 
@@ -111,14 +119,18 @@ def _vocab_ratio(fixes: pd.DataFrame | None) -> float:
 
 
 def targets(report: Report) -> pd.DataFrame:
-    """Each of :data:`TARGETS` with its value on ``report`` and whether it holds (NaN value: not measured)."""
+    """Each of :data:`TARGETS` with its value on ``report`` and whether it holds (NaN value: not measured).
+    A model's step ratio is its whole step (``report.whole_steps``) where recorded, else its ops' sum."""
     values: list[float] = [math.nan] * len(TARGETS)
+    steps = {}  # the whole step where model_steps recorded it, else the sum of the ops timed alone
+    for source in (report.steps, report.whole_steps):
+        if source is not None:
+            steps.update(source.set_index("model")["ratio"].dropna())
+    for i, m in enumerate(("resnet50", "gpt2_small", "llama_7b", "lstm_lm")):
+        values[2 + i] = float(steps.get(m, math.nan))
     if report.ops is not None:
         e = (report.ops.loc[report.ops["scored"], "ratio"] - 1).abs()
         values[0], values[1] = float(e.median()), float(e.quantile(0.9))
-        steps = report.steps.set_index("model")["ratio"]
-        for i, m in enumerate(("resnet50", "gpt2_small", "llama_7b", "lstm_lm")):
-            values[2 + i] = float(steps.get(m, math.nan))
         s = fix_summary(report.fixes)
         values[6], values[7] = s["sign_agreement"], s["spearman"]
         values[8], values[9] = _vocab_ratio(report.fixes), _vocab_ratio(report.fixes_uncalibrated)
@@ -151,7 +163,7 @@ def print_report(reports: list[Report], peers: pd.DataFrame | None = None) -> No
             st = r.steps.copy()
             for c in ("median_abs", "p90_abs", "median_signed"):
                 st[c] = st[c].map(_pct)
-            print("\nReal models, op by op and whole step (held out):")
+            print("\nReal models, op by op and summed into a step (held out):")
             print(st.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
             left = r.ops[~r.ops["scored"]]
             for x in left.itertuples():
@@ -160,6 +172,13 @@ def print_report(reports: list[Report], peers: pd.DataFrame | None = None) -> No
             print(f"\nFixes (held out): {s['n']} recorded, {s['judged']} with |measured saving| > "
                   f"{format_time(MIN_SAVING_S)}; sign agreement {_pct(s['sign_agreement'])}, "
                   f"Spearman ρ {s['spearman']:.2f}")
+        if r.whole_steps is not None:
+            print(f"\nWhole training steps (model_steps: forward + backward run as one step, re-predicted with "
+                  f"{r.spec.name}; the step targets use these where recorded; ops_s: the scored ops timed alone, "
+                  "gap_s: the step − ops_s):")
+            print(r.whole_steps.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+            for x in r.whole_steps[r.whole_steps["block_share"] < 1].itertuples():
+                print(f"  {x.model}: a stack of {x.block_share:.1%} of its repeated blocks (ops_s counts the same)")
         if peers is not None and len(peers):
             print("\nPeers on the same models (measured ÷ predicted step):")
             shown = peers.assign(note=peers["note"].astype(str).str.slice(0, 70))

@@ -129,13 +129,25 @@ def newest_gemms(frames: Mapping[str, pd.DataFrame] | None) -> pd.DataFrame | No
 
 def model_steps(report: Any) -> pd.DataFrame | None:
     """The four real models on ``report``'s GPU: ops scored, their median and p90 |error|, and the
-    measured and predicted training step (seconds) with their ratio."""
+    measured and predicted training step (seconds) with their ratio. ``measured as`` says what the step
+    is: the whole step run as one (``model_steps``, :attr:`Report.whole_steps`) where recorded, else the
+    sum of its ops timed alone (``advisor_layers``)."""
     if report is None or report.steps is None:
         return None
     s = report.steps
-    return pd.DataFrame({"model": s["model"].map(lambda m: MODEL_NAMES.get(m, m)), "ops": s["n"],
-                         "median": s["median_abs"], "p90": s["p90_abs"], "measured_s": s["measured_step_s"],
-                         "predicted_s": s["predicted_step_s"], "ratio": s["ratio"]})
+    t = pd.DataFrame({"model": s["model"], "ops": s["n"], "median": s["median_abs"], "p90": s["p90_abs"],
+                      "measured_s": s["measured_step_s"], "predicted_s": s["predicted_step_s"],
+                      "ratio": s["ratio"], "measured as": "ops timed alone, summed"})
+    whole = getattr(report, "whole_steps", None)
+    if whole is not None and len(whole):
+        w = whole.set_index("model")
+        hit = t["model"].isin(w.index)
+        for column, source in (("measured_s", "measured_step_s"), ("predicted_s", "predicted_step_s"),
+                               ("ratio", "ratio")):
+            t.loc[hit, column] = t.loc[hit, "model"].map(w[source])
+        t.loc[hit, "measured as"] = "whole step"
+    t["model"] = t["model"].map(lambda m: MODEL_NAMES.get(m, m))
+    return t
 
 
 def fix_numbers(report: Any) -> dict[str, float] | None:

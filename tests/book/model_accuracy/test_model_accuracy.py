@@ -80,8 +80,19 @@ def test_family_errors_pool_each_splits_rows(report):
 def test_model_steps_name_the_models_and_keep_seconds(report):
     t = model_steps(report)
     assert list(t["model"]) == ["GPT-2 small", "LSTM LM"]
-    assert list(t.columns) == ["model", "ops", "median", "p90", "measured_s", "predicted_s", "ratio"]
+    assert list(t.columns) == ["model", "ops", "median", "p90", "measured_s", "predicted_s", "ratio", "measured as"]
     assert t["measured_s"].iloc[0] == pytest.approx(0.0255)
+    assert set(t["measured as"]) == {"ops timed alone, summed"}
+
+
+def test_model_steps_take_the_whole_step_where_one_was_recorded(report):
+    report.whole_steps = pd.DataFrame({"model": ["lstm_lm"], "measured_step_s": [0.0021], "predicted_step_s": [0.002],
+                                       "ratio": [1.05]})
+    t = model_steps(report).set_index("model")
+    assert t.loc["LSTM LM", "measured as"] == "whole step" and t.loc["LSTM LM", "ratio"] == pytest.approx(1.05)
+    assert t.loc["LSTM LM", "measured_s"] == pytest.approx(0.0021) and t.loc["LSTM LM", "ops"] == 4
+    assert t.loc["GPT-2 small", "measured as"] == "ops timed alone, summed"
+    assert t.loc["GPT-2 small", "ratio"] == pytest.approx(1.11)
 
 
 def test_targets_table_says_met_or_not(report):

@@ -122,3 +122,23 @@ def test_the_recorded_timer_agrees_with_do_bench():
     assert pk.book.timing.timer_agreement(None) is None
     cpu = frame.assign(triton_do_bench_s=float("nan"))
     assert pk.book.timing.timer_agreement(cpu) is None
+
+
+OUR_TRACES = sorted(str(p) for p in DATA.glob("*/traces/*.json.gz"))
+
+
+@pytest.mark.parametrize("path", OUR_TRACES)
+def test_our_own_traces_are_small_labelled_and_read_back(path):
+    import gzip
+    import hashlib
+
+    from perfkit.trace.capture import MAX_TRACE_BYTES, SANITIZED, metadata_path
+
+    raw = Path(path).read_bytes()
+    meta = json.loads(metadata_path(path).read_text())
+    assert len(raw) == meta["bytes"] <= MAX_TRACE_BYTES
+    assert hashlib.sha256(raw).hexdigest() == meta["sha256"]
+    assert meta["device_kind"] == "gpu" and meta["device_name"] and meta["torch"] and meta["recorded_at"]
+    assert meta["sanitized"] == SANITIZED and "host_name" not in json.loads(gzip.decompress(raw))
+    report = pk.diagnose_trace(path, progress=False)
+    assert not report.summary.get("cpu_only") and len(report.kernels) > 0 and len(report.ops) > 0

@@ -3,7 +3,8 @@
 Its experiments (registered for the recorder), frame analysis and figures are importable from here
 (``from perfkit.book import check_your_model``); its modules: ``experiments``, ``figures``,
 ``problems``, ``interactive``, ``traces`` (a diagnosed profiler trace: its roofline and time sinks),
-``steps`` (whole training steps measured, ``model_steps``, against the advisor and the ops timed alone).
+``steps`` (whole training steps measured, ``model_steps``, against the advisor and the ops timed alone),
+``own_traces`` (our own profiler traces of one step, :func:`record_traces`).
 Each is imported when first asked for (:mod:`perfkit.book.lazy`): importing the experiments draws nothing.
 """
 
@@ -18,7 +19,8 @@ __all__ = ["MODELS", "advisor_fixes", "advisor_layers", "finding_savings", "larg
            "print_report", "peer_table", "plot_validation", "peer_steps", "peer_ops",
            "experiments", "figures", "held_out", "families", "report", "validation_figures", "peers", "problems",
            "interactive", "traces", "diagnosed", "plot_trace_roofline", "sinks_table", "top_sinks",
-           "steps", "STEP_MODELS", "model_steps", "score_steps", "step_gaps", "step_inputs", "whole_step_ratios"]
+           "steps", "STEP_MODELS", "model_steps", "score_steps", "step_gaps", "step_inputs", "whole_step_ratios",
+           "own_traces", "TRACE_RUNS", "record_traces"]
 
 #: Each module of the folder → the names it provides here, imported when first asked for.
 _MODULES = {
@@ -34,6 +36,7 @@ _MODULES = {
     "interactive": [],
     "traces": ["diagnosed", "plot_trace_roofline", "sinks_table", "top_sinks"],
     "steps": ["STEP_MODELS", "model_steps", "score_steps", "step_gaps", "step_inputs", "whole_step_ratios"],
+    "own_traces": ["TRACE_RUNS", "record_traces"],
 }
 
 __getattr__, __dir__ = lazy(__name__, _MODULES)

@@ -4,7 +4,8 @@
 #
 #   OUT=/path/to/out bash scripts/gpu_run.sh [--quick] [--only STEP[,STEP...]] [--loan]
 #                                            [--budget SECONDS] [--tests-budget SECONDS]
-#                                            [--experiments "NAME NAME ..."] [--keep] [--dry-run]
+#                                            [--experiments "NAME NAME ..."] [--chapters "NN NN ..."]
+#                                            [--keep] [--dry-run]
 #
 #   OUT           output folder (default ./gpu_out)
 #   PERFKIT_RECORD_DIR  the record and traces steps' folder (default /tmp/perfkit_record): the recording
@@ -39,6 +40,8 @@
 #                 interrupted (SIGINT) and reports what ran
 #   --experiments "NAME NAME ..."  record only these experiments (names from `python -m perfkit list`;
 #                 default: all), e.g. --only record --experiments "gemm_sizes waves"
+#   --chapters "NN NN ..."  the chapters step runs only these (their numbers: "01 03" runs
+#                 chapters/01_*.md and chapters/03_*.md; default: every chapter)
 #   --keep        also leave a copy of the recording in $OUT/data, and keep the loose $OUT/figures
 #                 folder after packing it
 #   --dry-run     check the arguments, print the steps and commands that would run, and stop
@@ -80,6 +83,7 @@ KEEP=0
 LOAN=0
 DRY=0
 EXPERIMENTS=()
+CHAPTERS=()
 STEPS=(calibrate kernels record traces tests bench chapters labs)
 # What the first call of a short loan records: the re-recordings issue 45 asks for (the int8 layout,
 # the fused attention rows) and the experiments added since the last H200 recording.
@@ -109,6 +113,19 @@ while [ $# -gt 0 ]; do
                     ''|-*|*[!A-Za-z0-9_]*) echo "gpu_run.sh: --experiments takes names like gemm_sizes" \
                         "(python -m perfkit list), got '$name'" >&2; exit 2 ;;
                 esac
+            done
+            shift 2 ;;
+        --chapters)
+            [ $# -ge 2 ] || { echo "gpu_run.sh: --chapters needs chapter numbers, e.g. \"01 03\"" >&2; exit 2; }
+            read -r -a NUMBERS <<< "$2"
+            [ "${#NUMBERS[@]}" -gt 0 ] || { echo "gpu_run.sh: --chapters got no chapter number" >&2; exit 2; }
+            for n in "${NUMBERS[@]}"; do
+                found=("$REPO"/chapters/"$n"_*.md)
+                case "$n" in
+                    [0-9][0-9]) [ -f "${found[0]}" ] || { echo "gpu_run.sh: --chapters: no chapters/${n}_*.md" >&2; exit 2; } ;;
+                    *) echo "gpu_run.sh: --chapters takes two-digit chapter numbers like 01, got '$n'" >&2; exit 2 ;;
+                esac
+                CHAPTERS+=("chapters/$(basename "${found[0]}")")
             done
             shift 2 ;;
         --keep) KEEP=1; shift ;;
@@ -145,6 +162,9 @@ fi
 if [ "${#EXPERIMENTS[@]}" -gt 0 ] && ! wants record; then
     echo "gpu_run.sh: --experiments is for the record step, but --only is '$ONLY'" >&2; exit 2
 fi
+if [ "${#CHAPTERS[@]}" -gt 0 ] && ! wants chapters; then
+    echo "gpu_run.sh: --chapters is for the chapters step, but --only is '$ONLY'" >&2; exit 2
+fi
 case "$RECORD_DIR" in
     "") echo "gpu_run.sh: PERFKIT_RECORD_DIR is empty" >&2; exit 2 ;;
     /*) ;;
@@ -163,7 +183,7 @@ if [ "$DRY" -eq 1 ]; then
             traces)    echo "  traces     $PY scripts/record_traces.py --out $RECORD_DIR/data $QUICK → $OUT/traces.tar.gz" ;;
             tests)     echo "  tests      timeout -s INT $TESTS_BUDGET $PY -m pytest -m gpu tests (the chapters' end-to-end test left to the chapters step)" ;;
             bench)     echo "  bench      $PY scripts/bench_kernels.py" ;;
-            chapters)  echo "  chapters   $PY scripts/run_chapters.py --out $OUT/figures" ;;
+            chapters)  echo "  chapters   $PY scripts/run_chapters.py ${CHAPTERS[*]:-(every chapter)} --out $OUT/figures" ;;
             labs)      echo "  labs       $PY scripts/time_labs.py --out $OUT/labs.csv" ;;
         esac
     done
@@ -286,7 +306,7 @@ fi
 
 if wants chapters; then
     rm -rf "$OUT/figures"
-    step chapters "$OUT/chapters.log" "$PY" scripts/run_chapters.py --out "$OUT/figures"
+    step chapters "$OUT/chapters.log" "$PY" scripts/run_chapters.py ${CHAPTERS[@]+"${CHAPTERS[@]}"} --out "$OUT/figures"
 fi
 
 if wants labs; then

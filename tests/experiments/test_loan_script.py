@@ -73,6 +73,13 @@ def test_the_loan_records_registered_one_gpu_experiments():
         assert added in names
 
 
+def test_the_chapters_step_runs_the_chapters_named(tmp_path):
+    proc = gpu_run("--only", "chapters", "--chapters", "01 06", "--dry-run", out=tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("  chapters"))
+    assert "run_chapters.py chapters/01_background.md chapters/06_memory_limited.md --out" in line
+
+
 @pytest.mark.parametrize("args, says", [
     (["--only", "bogus"], "--only takes steps from"),
     (["--only", "record,,tests"], "got ''"),
@@ -83,6 +90,9 @@ def test_the_loan_records_registered_one_gpu_experiments():
     (["--only", "tests", "--experiments", "gemm_sizes"], "--experiments is for the record step"),
     (["--experiments", "gemm-sizes"], "--experiments takes names like gemm_sizes"),
     (["--frobnicate"], "unknown argument '--frobnicate'"),
+    (["--only", "chapters", "--chapters", "1"], "two-digit chapter numbers like 01, got '1'"),
+    (["--only", "chapters", "--chapters", "89"], "no chapters/89_*.md"),
+    (["--only", "tests", "--chapters", "01"], "--chapters is for the chapters step"),
 ])
 def test_bad_arguments_are_refused_before_anything_runs(tmp_path, args, says):
     out = tmp_path / "out"

@@ -218,3 +218,20 @@ def test_without_model_steps_the_step_is_the_sum_of_the_ops_and_a_note_says_so(t
     assert value["step measured ÷ predicted: gpt2_small"] == pytest.approx(1.11)
     both.whole_steps = None
     assert targets(both).set_index("target").loc["step measured ÷ predicted: lstm_lm", "value"] == pytest.approx(1.74)
+
+
+@pytest.mark.gpu
+def test_a_gpu_step_is_physically_possible_and_its_parts_add_up():
+    """On a GPU (two cheap models, the real sizes, 5 steps): the forward + backward is within the step, the
+    step's FLOPs (the advisor's count) run under the datasheet peak, and the peak memory is counted."""
+    from perfkit.advisor import advise
+
+    frame = st.model_steps(models=["lstm_lm", "gpt2_small"], steps=5, device="cuda", progress=False)
+    spec = pk.current_device()
+    train = frame[frame["mode"] == "train"]
+    assert (train["forward_backward_s"] <= train["time_s"]).all() and (train["optimizer_s"] > 0).all()
+    assert set(train["optimizer"]) == {"AdamW fused"} and (frame["peak_memory_bytes"] > 0).all()
+    for row in train.itertuples():
+        model, x = st.step_inputs(row.model, "cuda", meta=True)
+        flops = advise(model, x, row.dtype, spec).flops
+        assert flops / row.forward_backward_s <= spec.peak_flop_s(row.dtype), row.model
